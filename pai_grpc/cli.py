@@ -1,0 +1,133 @@
+"""The ``pai-grpc`` command: serve, migrate, chat, health."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+
+from pai_grpc.config import DEFAULT_ADDRESS, ConfigError, Settings
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _settings(ns: argparse.Namespace) -> Settings:
+    return Settings.from_env(
+        address=getattr(ns, "address", None),
+        database_url=getattr(ns, "database_url", None),
+        config_path=getattr(ns, "config", None),
+    )
+
+
+def cmd_serve(ns: argparse.Namespace) -> int:
+    """Serve the API (and run an embedded runner)."""
+    from pai_grpc._agents_setup import build_agents
+    from pai_grpc.server import App
+    from storage import SchemaMismatch
+
+    settings = _settings(ns)
+    if ns.no_runner:
+        settings.embedded_runner = False
+    app = App(settings, build_agents(settings))
+    try:
+        asyncio.run(app.run_until_signal())
+    except SchemaMismatch as e:
+        logging.getLogger("pai_grpc").error("cannot start: %s", e)
+        return 2
+    return 0
+
+
+def cmd_migrate(ns: argparse.Namespace) -> int:
+    """Apply database migrations up to the head revision."""
+    from storage import Store, current_revision, head_revision, upgrade
+
+    settings = _settings(ns)
+    log = logging.getLogger("pai_grpc.migrate")
+
+    async def run() -> None:
+        store = Store.open(settings.database_url)
+        try:
+            before = await current_revision(store.engines.write)
+            await upgrade(store.engines.write)
+            log.info(
+                "database %s: %s -> %s",
+                store.engines.write.url.render_as_string(hide_password=True),
+                before or "empty",
+                head_revision(),
+            )
+        finally:
+            await store.close()
+
+    asyncio.run(run())
+    return 0
+
+
+def cmd_chat(ns: argparse.Namespace) -> int:
+    """Send one message and print the streamed reply live."""
+    from pai_grpc.client import chat
+
+    return asyncio.run(chat(ns.address, ns.message, thread_id=ns.thread, token=ns.token))
+
+
+def cmd_health(ns: argparse.Namespace) -> int:
+    """Exit 0 when the server reports SERVING (for container health checks)."""
+    from pai_grpc.client import check_health
+
+    return 0 if asyncio.run(check_health(ns.address, ns.service, timeout=ns.timeout)) else 1
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command-line interface."""
+    p = argparse.ArgumentParser(prog="pai-grpc", description=__doc__)
+    p.add_argument("--log-level", default="INFO")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help=cmd_serve.__doc__)
+    serve.add_argument("--address", help=f"HOST:PORT (env PAI_ADDRESS, default {DEFAULT_ADDRESS})")
+    serve.add_argument("--database-url", help="env PAI_DATABASE_URL, default sqlite:///./pai.db")
+    serve.add_argument("--config", help="TOML config file (env PAI_CONFIG)")
+    serve.add_argument("--no-runner", action="store_true", help="serve the API only")
+    serve.set_defaults(fn=cmd_serve)
+
+    migrate = sub.add_parser("migrate", help=cmd_migrate.__doc__)
+    migrate.add_argument("--database-url", help="env PAI_DATABASE_URL")
+    migrate.add_argument("--config", help="TOML config file (env PAI_CONFIG)")
+    migrate.set_defaults(fn=cmd_migrate)
+
+    chat = sub.add_parser("chat", help=cmd_chat.__doc__)
+    chat.add_argument("message")
+    chat.add_argument("--thread", help="continue this thread (default: a new one)")
+    chat.add_argument("--address", default=DEFAULT_ADDRESS)
+    chat.add_argument("--token", help="bearer token (when the server requires one)")
+    chat.set_defaults(fn=cmd_chat)
+
+    health_ = sub.add_parser("health", help=cmd_health.__doc__)
+    health_.add_argument("--address", default=DEFAULT_ADDRESS)
+    health_.add_argument("--service", default="")
+    health_.add_argument("--timeout", type=float, default=3.0)
+    health_.set_defaults(fn=cmd_health)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``pai-grpc`` command."""
+    ns = parser().parse_args(argv)
+    _setup_logging(ns.log_level)
+    try:
+        code: int = ns.fn(ns)
+    except ConfigError as e:
+        logging.getLogger("pai_grpc").error("configuration error: %s", e)
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

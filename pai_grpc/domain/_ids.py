@@ -1,0 +1,51 @@
+"""Identifiers: a kind prefix plus a ULID (time ordered, 26 Crockford base32 chars)."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PREFIXES = ("thr", "msg", "run", "act", "stp")
+_PATTERN = {p: re.compile(rf"^{p}_[0-9A-HJKMNP-TV-Z]{{26}}$") for p in _PREFIXES}
+
+_lock = threading.Lock()
+_last_ms = -1
+_last_rand = 0
+
+
+def _encode(value: int, length: int) -> str:
+    chars = []
+    for _ in range(length):
+        chars.append(_ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+def new_ulid() -> str:
+    """A monotonic ULID: ids made in the same millisecond still sort in creation order."""
+    global _last_ms, _last_rand
+    with _lock:
+        ms = time.time_ns() // 1_000_000
+        if ms <= _last_ms:
+            ms = _last_ms
+            _last_rand = (_last_rand + 1) & ((1 << 80) - 1)
+        else:
+            _last_ms = ms
+            _last_rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to increment
+        return _encode(ms, 10) + _encode(_last_rand, 16)
+
+
+def new_id(prefix: str) -> str:
+    """A new id such as ``thr_01J...``."""
+    if prefix not in _PATTERN:
+        raise ValueError(f"unknown id prefix {prefix!r}")
+    return f"{prefix}_{new_ulid()}"
+
+
+def is_valid_id(prefix: str, value: str) -> bool:
+    """Whether ``value`` is a well-formed id of the given kind."""
+    pattern = _PATTERN.get(prefix)
+    return bool(pattern and pattern.match(value))

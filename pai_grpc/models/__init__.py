@@ -1,0 +1,28 @@
+"""Models: the LanguageModel protocol, shipped fakes, and model-message conversion."""
+
+from pai_grpc.models._messages import is_reasoning_file, to_model_messages, tool_result_output
+from pai_grpc.models._protocol import LanguageModel, ModelCall
+from pai_grpc.models._scripted import (
+    OFFLINE_NOTICE,
+    OfflineModel,
+    Script,
+    ScriptedModel,
+    ScriptStep,
+    last_user_text,
+    text_step,
+)
+
+__all__ = [
+    "OFFLINE_NOTICE",
+    "LanguageModel",
+    "ModelCall",
+    "OfflineModel",
+    "Script",
+    "ScriptStep",
+    "ScriptedModel",
+    "is_reasoning_file",
+    "last_user_text",
+    "text_step",
+    "to_model_messages",
+    "tool_result_output",
+]

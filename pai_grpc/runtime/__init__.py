@@ -1,0 +1,22 @@
+"""The runtime: mutations, runners with leases, the execution loop and the step reducer."""
+
+from pai_grpc.runtime._agents import DEFAULT_AGENT, Agent, AgentRegistry
+from pai_grpc.runtime._execution import Execution
+from pai_grpc.runtime._reducer import StepReducer, StreamProtocolError
+from pai_grpc.runtime._runner import Runner, default_owner
+from pai_grpc.runtime._runtime import Runtime, SendInput
+from pai_grpc.runtime._validate import Limits
+
+__all__ = [
+    "DEFAULT_AGENT",
+    "Agent",
+    "AgentRegistry",
+    "Execution",
+    "Limits",
+    "Runner",
+    "Runtime",
+    "SendInput",
+    "StepReducer",
+    "StreamProtocolError",
+    "default_owner",
+]

@@ -1,0 +1,131 @@
+"""Storage records <-> domain types (the runtime's side of the storage boundary)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from pai_grpc.domain import (
+    HookFailure,
+    LifecycleMessage,
+    Message,
+    MessagePart,
+    PendingAction,
+    Run,
+    RunError,
+    RunEvent,
+    RunEventPayload,
+    RunExecution,
+    Thread,
+    Usage,
+    Visibility,
+)
+from storage import EventRecord, MessageRecord, PendingActionRecord, RunRecord, ThreadRecord
+
+_parts = TypeAdapter(list[MessagePart])
+_payload: TypeAdapter[Any] = TypeAdapter(RunEventPayload)
+
+
+def parts_to_json(parts: Sequence[MessagePart]) -> list[Any]:
+    """Message parts as stored (strict JSON, ``None`` fields omitted)."""
+    return [p.model_dump(mode="json", exclude_none=True, exclude_defaults=False) for p in parts]
+
+
+def parts_from_json(raw: list[Any]) -> list[MessagePart]:
+    """Stored parts back to domain parts."""
+    return _parts.validate_python(raw)
+
+
+def payload_to_json(payload: RunEventPayload) -> dict[str, Any]:
+    """A run-event payload as stored in the chunk log."""
+    out: dict[str, Any] = payload.model_dump(mode="json", exclude_none=True)
+    return out
+
+
+def thread_from_record(r: ThreadRecord) -> Thread:
+    """The public head of a thread record (private metadata dropped)."""
+    return Thread(
+        id=r.id,
+        agent=r.agent,
+        status=r.status,  # type: ignore[arg-type]  # storage holds validated literals
+        version=r.version,
+        metadata=r.metadata,
+        active_run_id=r.active_run_id,
+        message_count=r.message_count,
+        created_at=r.created_at,
+        updated_at=r.updated_at,
+    )
+
+
+def message_from_record(r: MessageRecord) -> Message:
+    """The client-visible message of a record."""
+    return Message(
+        id=r.id,
+        thread_id=r.thread_id,
+        role=r.role,  # type: ignore[arg-type]  # storage holds validated literals
+        parts=parts_from_json(r.parts),
+        metadata=r.metadata,
+        position=r.position,
+        run_id=r.run_id,
+        step_index=r.step_index,
+        created_at=r.created_at,
+    )
+
+
+def lifecycle_message_from_record(r: MessageRecord) -> LifecycleMessage:
+    """The trusted message of a record, with visibility and private metadata."""
+    return LifecycleMessage(
+        message=message_from_record(r),
+        visibility=Visibility(transcript=r.visible_transcript, context=r.visible_context),
+        private_metadata=r.private_metadata,
+    )
+
+
+def run_from_record(r: RunRecord) -> Run:
+    """The public view of a run record (private metadata dropped)."""
+    return Run(
+        id=r.id,
+        thread_id=r.thread_id,
+        status=r.status,  # type: ignore[arg-type]
+        outcome=r.outcome,  # type: ignore[arg-type]
+        reason=r.reason,
+        initiator=r.initiator,  # type: ignore[arg-type]
+        started_at=r.started_at,
+        execution=RunExecution(
+            operation=r.operation,  # type: ignore[arg-type]
+            started_at=r.execution_started_at,
+        ),
+        metadata=r.metadata,
+        usage=Usage.model_validate(r.usage),
+        step_count=r.step_count,
+        attempts=r.attempts,
+        error=RunError.model_validate(r.error) if r.error else None,
+        hook_failures=[HookFailure.model_validate(h) for h in r.hook_failures],
+        last_seq=r.last_seq,
+        created_at=r.created_at,
+        updated_at=r.updated_at,
+        ended_at=r.ended_at,
+    )
+
+
+def pending_action_from_record(r: PendingActionRecord) -> PendingAction:
+    """A pending action of a record."""
+    return PendingAction(
+        id=r.id,
+        run_id=r.run_id,
+        thread_id=r.thread_id,
+        kind=r.kind,  # type: ignore[arg-type]
+        status=r.status,  # type: ignore[arg-type]
+        tool_call_id=r.tool_call_id,
+        tool_name=r.tool_name,
+        input=r.input,
+        request=r.request,
+        created_at=r.created_at,
+    )
+
+
+def event_from_record(r: EventRecord) -> RunEvent:
+    """A chunk-log entry back to a run event."""
+    return RunEvent(seq=r.seq, time=r.created_at, payload=_payload.validate_python(r.event))

@@ -1,0 +1,46 @@
+"""RunService: run records and their resumable event streams."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+
+from pai.v1 import run_service_pb2 as pb
+from pai.v1 import run_service_pb2_grpc as pb_grpc
+from pai_grpc.convert import pending_action_to_proto, run_event_to_proto, run_to_proto
+from pai_grpc.runtime import Runtime
+from pai_grpc.server._errors import fill_unimplemented, guarded
+from pai_grpc.server._scope import ScopeResolver
+
+Context = grpc.aio.ServicerContext  # type: ignore[type-arg]
+
+
+class RunService(pb_grpc.RunServiceServicer):
+    """Runs and their event streams."""
+
+    def __init__(self, runtime: Runtime, scopes: ScopeResolver) -> None:
+        self._runtime = runtime
+        self._scopes = scopes
+
+    @guarded
+    async def GetRun(self, request: pb.GetRunRequest, context: Context) -> pb.GetRunResponse:
+        """Read a run and its open pending actions."""
+        scope = self._scopes.resolve(context)
+        run, pending = await self._runtime.get_run(scope, request.run_id)
+        return pb.GetRunResponse(
+            run=run_to_proto(run), pending_actions=[pending_action_to_proto(p) for p in pending]
+        )
+
+    @guarded
+    async def StreamRun(
+        self, request: pb.StreamRunRequest, context: Context
+    ) -> AsyncIterator[pb.StreamRunResponse]:
+        """Replay the run's events after ``after_seq``, then follow live until terminal."""
+        scope = self._scopes.resolve(context)
+        events = await self._runtime.stream_run(scope, request.run_id, after_seq=request.after_seq)
+        async for event in events:
+            yield pb.StreamRunResponse(event=run_event_to_proto(event))
+
+
+fill_unimplemented(RunService, "pai.v1.RunService")

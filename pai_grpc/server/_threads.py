@@ -1,0 +1,122 @@
+"""ThreadService: converts protobuf at the edge and calls the runtime."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from pai.v1 import thread_service_pb2 as pb
+from pai.v1 import thread_service_pb2_grpc as pb_grpc
+from pai_grpc.convert import (
+    part_from_proto,
+    run_handle_to_proto,
+    sort_order_from_proto,
+    struct_from_proto,
+    thread_to_proto,
+)
+from pai_grpc.convert import message_to_proto as message_pb
+from pai_grpc.domain import MessagePart
+from pai_grpc.errors import FieldViolation, InvalidArgument
+from pai_grpc.runtime import Runtime, SendInput
+from pai_grpc.server._errors import fill_unimplemented, guarded
+from pai_grpc.server._scope import ScopeResolver
+
+Context = grpc.aio.ServicerContext  # type: ignore[type-arg]
+
+_DELIVERY = {pb.DELIVERY_UNSPECIFIED: "queue", pb.DELIVERY_QUEUE: "queue", pb.DELIVERY_STEER: "steer"}
+
+
+def convert_parts(parts: Any, field: str = "parts") -> list[MessagePart]:
+    """Convert request parts, naming every bad one in a single error."""
+    out: list[MessagePart] = []
+    violations: list[FieldViolation] = []
+    for i, part in enumerate(parts):
+        try:
+            out.append(part_from_proto(part))
+        except ValueError as e:
+            violations.append(FieldViolation(f"{field}[{i}]", str(e)))
+    if violations:
+        raise InvalidArgument("the message parts are invalid", violations)
+    return out
+
+
+def convert_struct(pb_struct: Any, present: bool, field: str) -> dict[str, Any]:
+    """A request Struct as a JSON object ({} when absent), with a field-named error."""
+    if not present:
+        return {}
+    try:
+        return struct_from_proto(pb_struct)
+    except ValueError as e:
+        raise InvalidArgument.field(field, str(e)) from e
+
+
+class ThreadService(pb_grpc.ThreadServiceServicer):
+    """Threads and the operations that start runs."""
+
+    def __init__(self, runtime: Runtime, scopes: ScopeResolver) -> None:
+        self._runtime = runtime
+        self._scopes = scopes
+
+    @guarded
+    async def CreateThread(self, request: pb.CreateThreadRequest, context: Context) -> pb.CreateThreadResponse:
+        """Create a thread."""
+        scope = self._scopes.resolve(context)
+        thread = await self._runtime.create_thread(
+            scope,
+            agent=request.agent,
+            metadata=convert_struct(request.metadata, request.HasField("metadata"), "metadata"),
+            request_id=request.request_id,
+        )
+        return pb.CreateThreadResponse(thread=thread_to_proto(thread))
+
+    @guarded
+    async def GetThread(self, request: pb.GetThreadRequest, context: Context) -> pb.GetThreadResponse:
+        """Read a thread head."""
+        scope = self._scopes.resolve(context)
+        thread = await self._runtime.get_thread(scope, request.thread_id)
+        return pb.GetThreadResponse(thread=thread_to_proto(thread))
+
+    @guarded
+    async def ListMessages(self, request: pb.ListMessagesRequest, context: Context) -> pb.ListMessagesResponse:
+        """List transcript messages."""
+        scope = self._scopes.resolve(context)
+        messages, token = await self._runtime.list_messages(
+            scope,
+            request.thread_id,
+            page_size_=request.page_size,
+            page_token=request.page_token,
+            order=sort_order_from_proto(request.order, default="asc", field="order"),
+            after_message_id=request.after_message_id,
+            before_message_id=request.before_message_id,
+        )
+        return pb.ListMessagesResponse(
+            messages=[message_pb(m) for m in messages], next_page_token=token
+        )
+
+    @guarded
+    async def Send(self, request: pb.SendRequest, context: Context) -> pb.SendResponse:
+        """Commit or queue a user message; return the run handle at once."""
+        scope = self._scopes.resolve(context)
+        delivery = _DELIVERY.get(request.delivery)
+        if delivery is None:
+            raise InvalidArgument.field("delivery", f"unknown delivery {request.delivery}")
+        handle = await self._runtime.send(
+            scope,
+            SendInput(
+                thread_id=request.thread_id,
+                parts=convert_parts(request.parts),
+                metadata=convert_struct(request.metadata, request.HasField("metadata"), "metadata"),
+                request_id=request.request_id,
+                delivery=delivery,
+                run_metadata=convert_struct(
+                    request.run_metadata, request.HasField("run_metadata"), "run_metadata"
+                )
+                if request.HasField("run_metadata")
+                else None,
+            ),
+        )
+        return pb.SendResponse(run=run_handle_to_proto(handle))
+
+
+fill_unimplemented(ThreadService, "pai.v1.ThreadService")

@@ -1,0 +1,154 @@
+"""The schema, as SQLAlchemy Core tables (one module, one source of truth).
+
+Migrations in ``storage/migrations`` create exactly these tables; a test
+compares the migrated database with this metadata.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+#: Strict JSON column: JSONB on PostgreSQL, JSON text elsewhere.
+Json = JSON().with_variant(JSONB(), "postgresql")
+Ts = DateTime(timezone=True)
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+threads = Table(
+    "threads",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("scope", String(200), nullable=False),
+    Column("agent", String(200), nullable=False),
+    Column("status", String(16), nullable=False),
+    # Incremented by every root write; the CAS guard.
+    Column("version", BigInteger, nullable=False),
+    Column("metadata", Json, nullable=False),
+    Column("private_metadata", Json, nullable=False),
+    Column("active_run_id", String(40), nullable=True),
+    # Next dense message position (= number of messages).
+    Column("next_position", BigInteger, nullable=False),
+    # Next per-thread run sequence number (queue order).
+    Column("next_run_seq", BigInteger, nullable=False),
+    Column("created_at", Ts, nullable=False),
+    Column("updated_at", Ts, nullable=False),
+    Index(None, "scope", "created_at"),
+    Index(None, "active_run_id"),
+)
+
+messages = Table(
+    "messages",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("thread_id", String(40), ForeignKey("threads.id", ondelete="CASCADE"), nullable=False),
+    Column("position", BigInteger, nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("parts", Json, nullable=False),
+    Column("metadata", Json, nullable=False),
+    Column("private_metadata", Json, nullable=False),
+    Column("visible_transcript", Boolean, nullable=False),
+    Column("visible_context", Boolean, nullable=False),
+    Column("run_id", String(40), nullable=True),
+    Column("step_index", Integer, nullable=True),
+    Column("created_at", Ts, nullable=False),
+    UniqueConstraint("thread_id", "position"),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("thread_id", String(40), ForeignKey("threads.id", ondelete="CASCADE"), nullable=False),
+    Column("scope", String(200), nullable=False),
+    Column("thread_seq", BigInteger, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("outcome", String(16), nullable=True),
+    Column("reason", String(200), nullable=True),
+    Column("initiator", String(16), nullable=False),
+    Column("operation", String(16), nullable=False),
+    # The operation input, applied when the run starts (queued user message, trigger input...).
+    Column("input", Json, nullable=False),
+    Column("started_at", Ts, nullable=True),
+    Column("execution_started_at", Ts, nullable=True),
+    Column("metadata", Json, nullable=False),
+    Column("private_metadata", Json, nullable=False),
+    Column("usage", Json, nullable=False),
+    Column("step_count", Integer, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("error", Json, nullable=True),
+    Column("hook_failures", Json, nullable=False),
+    Column("lease_owner", String(200), nullable=True),
+    Column("lease_expires_at", Ts, nullable=True),
+    # Incremented by every claim, so a stale owner with the same name is still fenced.
+    Column("lease_epoch", BigInteger, nullable=False),
+    Column("last_seq", BigInteger, nullable=False),
+    Column("created_at", Ts, nullable=False),
+    Column("updated_at", Ts, nullable=False),
+    Column("ended_at", Ts, nullable=True),
+    # Set by CancelRun while another execution holds the lease; the holder cancels.
+    Column("cancel_requested_at", Ts, nullable=True),
+    UniqueConstraint("thread_id", "thread_seq"),
+    Index(None, "thread_id", "status", "thread_seq"),
+)
+
+pending_actions = Table(
+    "pending_actions",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("run_id", String(40), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("thread_id", String(40), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("tool_call_id", String(200), nullable=False),
+    Column("tool_name", String(200), nullable=False),
+    Column("input", Json, nullable=True),
+    Column("request", Json, nullable=True),
+    Column("resolution", Json, nullable=True),
+    Column("message_id", String(40), nullable=True),
+    Column("created_at", Ts, nullable=False),
+    Column("resolved_at", Ts, nullable=True),
+    Index(None, "run_id", "status"),
+)
+
+run_events = Table(
+    "run_events",
+    metadata,
+    Column("run_id", String(40), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("event", Json, nullable=False),
+    Column("created_at", Ts, nullable=False),
+    PrimaryKeyConstraint("run_id", "seq"),
+)
+
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("scope", String(200), nullable=False),
+    Column("key", String(300), nullable=False),
+    Column("fingerprint", String(64), nullable=False),
+    Column("result", Json, nullable=False),
+    Column("created_at", Ts, nullable=False),
+    PrimaryKeyConstraint("scope", "key"),
+)
