@@ -7,7 +7,7 @@ BUF_VERSION := 1.75.0
 BUF := npx --yes @bufbuild/buf@$(BUF_VERSION)
 ADDRESS ?= 127.0.0.1:50051
 
-.PHONY: venv serve test lint buf-lint ruff mypy protos bench conformance clean
+.PHONY: venv serve test lint buf-lint ruff mypy protos clean
 
 venv: $(STAMP)
 
@@ -41,12 +41,6 @@ mypy: $(STAMP)
 ## Regenerate generated/ from protos/ (never edit generated code by hand).
 protos: $(STAMP)
 	$(BIN)/python -m pai_grpc._codegen
-
-bench: $(STAMP)
-	$(BIN)/python -m pai_grpc.bench
-
-conformance: $(STAMP)
-	$(BIN)/python -m pai_grpc._conformance
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -74,7 +74,9 @@ async def check_health(address: str, service: str = "", *, timeout: float = 3.0)
     async with grpc.aio.insecure_channel(address) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
-            response = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
+            response = await stub.Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=timeout
+            )
         except grpc.aio.AioRpcError:
             return False
     return bool(response.status == health_pb2.HealthCheckResponse.SERVING)

@@ -83,5 +83,7 @@ def create_engines(raw_url: str, *, pool_size: int = 10) -> Engines:
         write = _sqlite_engine(url, immediate=True, pool_size=1)
         read = _sqlite_engine(url, immediate=False, pool_size=max(2, pool_size // 2))
         return Engines(read=read, write=write, dialect="sqlite")
-    engine = create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    engine = create_async_engine(
+        url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
+    )
     return Engines(read=engine, write=engine, dialect="postgresql")

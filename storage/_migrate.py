@@ -40,9 +40,7 @@ def head_revision() -> str:
 async def current_revision(engine: AsyncEngine) -> str | None:
     """The revision the database is at (``None`` when unmigrated)."""
     async with engine.connect() as conn:
-        return await conn.run_sync(
-            lambda c: MigrationContext.configure(c).get_current_revision()
-        )
+        return await conn.run_sync(lambda c: MigrationContext.configure(c).get_current_revision())
 
 
 async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:

@@ -296,9 +296,7 @@ class Store:
             token = encode_page_token(query, [last.created_at.isoformat(), last.id])
         return Page(rows, token)
 
-    async def _position_of(
-        self, conn: AsyncConnection, thread_id: str, message_id: str
-    ) -> int:
+    async def _position_of(self, conn: AsyncConnection, thread_id: str, message_id: str) -> int:
         pos = (
             await conn.execute(
                 select(messages.c.position).where(
@@ -614,7 +612,10 @@ class Store:
         at = now or await self._now(conn)
         await conn.execute(
             insert(run_events),
-            [{"run_id": e.run_id, "seq": e.seq, "event": e.event, "created_at": at} for e in events],
+            [
+                {"run_id": e.run_id, "seq": e.seq, "event": e.event, "created_at": e.time or at}
+                for e in events
+            ],
         )
 
     async def _insert_runs(
@@ -942,9 +943,9 @@ class Store:
             now = await self._now(conn)
             expires = now + timedelta(seconds=lease_seconds)
             result = await conn.execute(
-                update(runs).where(runs.c.id == lease.run_id, *_fence(lease, now)).values(
-                    lease_expires_at=expires
-                )
+                update(runs)
+                .where(runs.c.id == lease.run_id, *_fence(lease, now))
+                .values(lease_expires_at=expires)
             )
             if result.rowcount != 1:
                 raise LeaseLost(lease.run_id)

@@ -303,6 +303,8 @@ class NewEvent:
     run_id: str
     seq: int
     event: JsonObject
+    #: When the event happened (defaults to the commit time).
+    time: datetime | None = None
 
 
 @dataclass(slots=True)

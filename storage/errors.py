@@ -39,7 +39,7 @@ class VersionConflict(StorageError):
 
 
 class LeaseLost(StorageError):
-    """This execution no longer holds the run's lease; it must stop writing."""
+    """The execution no longer holds the run's lease; it must stop writing."""
 
     def __init__(self, run_id: str) -> None:
         super().__init__(f"lease on run {run_id!r} was lost")

@@ -12,8 +12,8 @@ from google.protobuf import struct_pb2, timestamp_pb2
 from google.protobuf.message import Message as ProtoMessage
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pai.v1 import chunks_pb2, parts_pb2, runs_pb2, threads_pb2
 
+from pai.v1 import chunks_pb2, parts_pb2, runs_pb2, threads_pb2
 from pai_grpc import convert
 from pai_grpc.domain import (
     AbortChunk,

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import assert_never
 
 from pai.v1 import parts_pb2
-
 from pai_grpc.convert._json import (
     EnumMap,
     optional_struct_from_proto,

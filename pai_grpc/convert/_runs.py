@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import assert_never
 
 from pai.v1 import runs_pb2
-
 from pai_grpc.convert._chunks import (
     chunk_from_proto,
     chunk_to_proto,

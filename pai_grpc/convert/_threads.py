@@ -11,7 +11,6 @@ An unset ``LifecycleMessage.visibility`` reads as the domain default
 from __future__ import annotations
 
 from pai.v1 import threads_pb2
-
 from pai_grpc.convert._json import (
     EnumMap,
     object_from_proto,

@@ -8,7 +8,9 @@ from pydantic import Field
 
 from pai_grpc.domain._base import DomainModel, JsonObject, JsonValue
 
-FinishReason: TypeAlias = Literal["stop", "length", "content-filter", "tool-calls", "error", "other"]
+FinishReason: TypeAlias = Literal[
+    "stop", "length", "content-filter", "tool-calls", "error", "other"
+]
 
 
 class Usage(DomainModel):

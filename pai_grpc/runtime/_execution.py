@@ -200,11 +200,12 @@ class Execution:
         if not isinstance(queued, dict):
             self.emit(StatusEvent(status="running"))
             return
+        parts, metadata = queued.get("parts"), queued.get("metadata")
         message = NewMessage(
             id=str(queued["id"]),
             role="user",
-            parts=list(queued.get("parts", [])),
-            metadata=dict(queued.get("metadata", {})),
+            parts=parts if isinstance(parts, list) else [],
+            metadata=metadata if isinstance(metadata, dict) else {},
             run_id=self.run_id,
         )
         self.emit(StatusEvent(status="running"))
@@ -289,7 +290,9 @@ class Execution:
         """Tool phases + after_step, then commit the step; return whether to continue."""
         reducer = outcome.reducer
         if reducer.error is not None:
-            raise ModelError(reducer.error.message or reducer.error.reason, reason=reducer.error.reason)
+            raise ModelError(
+                reducer.error.message or reducer.error.reason, reason=reducer.error.reason
+            )
         if reducer.aborted is not None:
             await self._finish(
                 status="failed",
@@ -334,9 +337,7 @@ class Execution:
         final: list[RunEventPayload] = []
         if status == "completed":
             final.append(ChunkEvent(chunk=FinishChunk(total_usage=self._usage)))
-        final.append(
-            StatusEvent(status=status, outcome=outcome, reason=reason, error=error)  # type: ignore[arg-type]
-        )
+        final.append(StatusEvent(status=status, outcome=outcome, reason=reason, error=error))
 
         def after(result: CommitResult) -> list[RunEventPayload]:
             payloads: list[RunEventPayload] = [
@@ -411,8 +412,13 @@ class Execution:
                 if len(payloads) != len(seqs):
                     raise RuntimeError(f"expected {len(seqs)} events, built {len(payloads)}")
                 now = datetime.now(UTC)
-                built[:] = [RunEvent(seq=q, time=now, payload=p) for q, p in zip(seqs, payloads)]
-                return [NewEvent(self.run_id, e.seq, payload_to_json(e.payload)) for e in built]
+                built[:] = [
+                    RunEvent(seq=q, time=now, payload=p)
+                    for q, p in zip(seqs, payloads, strict=False)
+                ]
+                return [
+                    NewEvent(self.run_id, e.seq, payload_to_json(e.payload), e.time) for e in built
+                ]
 
             try:
                 result = await self._store.commit(ws, events_after=events_after)

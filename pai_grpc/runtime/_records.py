@@ -49,7 +49,7 @@ def thread_from_record(r: ThreadRecord) -> Thread:
     return Thread(
         id=r.id,
         agent=r.agent,
-        status=r.status,  # type: ignore[arg-type]  # storage holds validated literals
+        status=r.status,
         version=r.version,
         metadata=r.metadata,
         active_run_id=r.active_run_id,
@@ -64,7 +64,7 @@ def message_from_record(r: MessageRecord) -> Message:
     return Message(
         id=r.id,
         thread_id=r.thread_id,
-        role=r.role,  # type: ignore[arg-type]  # storage holds validated literals
+        role=r.role,
         parts=parts_from_json(r.parts),
         metadata=r.metadata,
         position=r.position,
@@ -88,13 +88,13 @@ def run_from_record(r: RunRecord) -> Run:
     return Run(
         id=r.id,
         thread_id=r.thread_id,
-        status=r.status,  # type: ignore[arg-type]
-        outcome=r.outcome,  # type: ignore[arg-type]
+        status=r.status,
+        outcome=r.outcome,
         reason=r.reason,
-        initiator=r.initiator,  # type: ignore[arg-type]
+        initiator=r.initiator,
         started_at=r.started_at,
         execution=RunExecution(
-            operation=r.operation,  # type: ignore[arg-type]
+            operation=r.operation,
             started_at=r.execution_started_at,
         ),
         metadata=r.metadata,
@@ -116,8 +116,8 @@ def pending_action_from_record(r: PendingActionRecord) -> PendingAction:
         id=r.id,
         run_id=r.run_id,
         thread_id=r.thread_id,
-        kind=r.kind,  # type: ignore[arg-type]
-        status=r.status,  # type: ignore[arg-type]
+        kind=r.kind,
+        status=r.status,
         tool_call_id=r.tool_call_id,
         tool_name=r.tool_name,
         input=r.input,

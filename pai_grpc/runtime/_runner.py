@@ -87,7 +87,9 @@ class Runner:
                 execution = Execution(
                     store=self._store,
                     broker=self._broker,
-                    agent=self._agents.get(await self._agent_of(claimed.run.thread_id, claimed.run.scope)),
+                    agent=self._agents.get(
+                        await self._agent_of(claimed.run.thread_id, claimed.run.scope)
+                    ),
                     claimed=claimed,
                     lease_seconds=self._lease_seconds,
                 )

@@ -117,7 +117,12 @@ class Runtime:
     # ---- threads -----------------------------------------------------------
 
     async def create_thread(
-        self, scope: str, *, agent: str = "", metadata: JsonObject | None = None, request_id: str = ""
+        self,
+        scope: str,
+        *,
+        agent: str = "",
+        metadata: JsonObject | None = None,
+        request_id: str = "",
     ) -> Thread:
         """Create a thread for ``agent`` (the default agent when empty)."""
         v = Violations()
@@ -358,7 +363,8 @@ class Runtime:
             raise NotFoundError("run", run_id)
         if after_seq > record.last_seq and record.status in TERMINAL_RUN_STATUSES:
             raise FailedPrecondition(
-                f"run {run_id!r} ended at seq {record.last_seq}; after_seq {after_seq} is beyond it",
+                f"run {run_id!r} ended at seq {record.last_seq}; "
+                f"after_seq {after_seq} is beyond it",
                 reason="SEQ_OUT_OF_RANGE",
             )
         return self._follow(scope, run_id, after_seq)

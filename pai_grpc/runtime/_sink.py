@@ -60,7 +60,9 @@ class EventSink:
         event = RunEvent(seq=self._next_seq, time=datetime.now(UTC), payload=payload)
         self._next_seq += 1
         self.channel.publish(event)
-        self._pending.append(NewEvent(self._run_id, event.seq, payload_to_json(payload)))
+        self._pending.append(
+            NewEvent(self._run_id, event.seq, payload_to_json(payload), event.time)
+        )
         if len(self._pending) >= FLUSH_EVENTS:
             self._schedule_flush(0.0)
         else:

@@ -112,7 +112,9 @@ def check_user_parts(v: Violations, parts: Sequence[MessagePart], limits: Limits
         v.add("parts", "the message is empty")
     size = json_size([p.model_dump(mode="json", exclude_none=True) for p in parts])
     if size > limits.max_message_bytes:
-        v.add("parts", f"the message is {size} bytes; at most {limits.max_message_bytes} are allowed")
+        v.add(
+            "parts", f"the message is {size} bytes; at most {limits.max_message_bytes} are allowed"
+        )
 
 
 def page_size(v: Violations, value: int, limits: Limits) -> int:

@@ -11,7 +11,7 @@ import functools
 import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 from google.protobuf import any_pb2
@@ -82,7 +82,11 @@ def to_status(exc: BaseException) -> grpc.Status:
     """The rich gRPC status for an exception."""
     err = to_pai_error(exc)
     code = next((c for t, c in _CODES if isinstance(err, t)), code_pb2.INTERNAL)
-    details = [_packed(error_details_pb2.ErrorInfo(reason=err.reason, domain=DOMAIN, metadata=err.metadata))]
+    details = [
+        _packed(
+            error_details_pb2.ErrorInfo(reason=err.reason, domain=DOMAIN, metadata=err.metadata)
+        )
+    ]
     if isinstance(err, errors.InvalidArgument) and err.violations:
         details.append(
             _packed(
@@ -101,6 +105,9 @@ def to_status(exc: BaseException) -> grpc.Status:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: grpc.aio.ServicerContext (grpcio ships no type information).
+Context = Any
+
 
 def guarded(fn: F) -> F:
     """Wrap a servicer method so every exception becomes a rich status.
@@ -118,23 +125,25 @@ def guarded(fn: F) -> F:
     if inspect.isasyncgenfunction(fn):
 
         @functools.wraps(fn)
-        async def stream(self: Any, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:  # type: ignore[type-arg]
+        async def stream(
+            self: Any, request: Any, context: grpc.aio.ServicerContext
+        ) -> AsyncIterator[Any]:
             try:
                 async for item in fn(self, request, context):
                     yield item
-            except Exception as exc:  # noqa: BLE001 - every error becomes a status
+            except Exception as exc:
                 await context.abort_with_status(report(exc))
 
-        return stream  # type: ignore[return-value]
+        return cast(F, stream)
 
     @functools.wraps(fn)
-    async def unary(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:  # type: ignore[type-arg]
+    async def unary(self: Any, request: Any, context: Context) -> Any:
         try:
             return await fn(self, request, context)
-        except Exception as exc:  # noqa: BLE001 - every error becomes a status
+        except Exception as exc:
             await context.abort_with_status(report(exc))
 
-    return unary  # type: ignore[return-value]
+    return cast(F, unary)
 
 
 def fill_unimplemented(cls: type, service_name: str) -> type:
@@ -148,7 +157,9 @@ def fill_unimplemented(cls: type, service_name: str) -> type:
     service = descriptor_pool.Default().FindServiceByName(service_name)
     for method in service.methods:
         if method.name not in cls.__dict__:
-            setattr(cls, method.name, _unimplemented(service_name, method.name, method.server_streaming))
+            setattr(
+                cls, method.name, _unimplemented(service_name, method.name, method.server_streaming)
+            )
     return cls
 
 

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import grpc
-
 from pai.v1 import run_service_pb2 as pb
 from pai.v1 import run_service_pb2_grpc as pb_grpc
 from pai_grpc.convert import pending_action_to_proto, run_event_to_proto, run_to_proto
 from pai_grpc.runtime import Runtime
-from pai_grpc.server._errors import fill_unimplemented, guarded
+from pai_grpc.server._errors import Context, fill_unimplemented, guarded
 from pai_grpc.server._scope import ScopeResolver
-
-Context = grpc.aio.ServicerContext  # type: ignore[type-arg]
 
 
 class RunService(pb_grpc.RunServiceServicer):

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Mapping
-
-import grpc
+from typing import Any
 
 from pai_grpc.errors import PermissionDenied, Unauthenticated
 
@@ -34,13 +33,15 @@ class ScopeResolver:
         return not self._tokens and not self._admin
 
     @staticmethod
-    def _bearer(context: grpc.aio.ServicerContext) -> str | None:  # type: ignore[type-arg]
+    def _bearer(context: Any) -> str | None:
         for key, value in context.invocation_metadata() or ():
             if key == "authorization" and isinstance(value, str):
                 scheme, _, token = value.partition(" ")
                 if scheme.lower() == "bearer" and token:
                     return token.strip()
-                raise Unauthenticated("authorization must be `Bearer <token>`", reason="BAD_CREDENTIAL")
+                raise Unauthenticated(
+                    "authorization must be `Bearer <token>`", reason="BAD_CREDENTIAL"
+                )
         return None
 
     @staticmethod
@@ -52,7 +53,7 @@ class ScopeResolver:
                 found = scope
         return found
 
-    def resolve(self, context: grpc.aio.ServicerContext) -> str:  # type: ignore[type-arg]
+    def resolve(self, context: Any) -> str:
         """The caller's scope (raises UNAUTHENTICATED without a valid credential)."""
         if self.dev_mode:
             return DEV_SCOPE
@@ -64,7 +65,7 @@ class ScopeResolver:
             raise Unauthenticated("unknown token", reason="BAD_CREDENTIAL")
         return scope
 
-    def resolve_admin(self, context: grpc.aio.ServicerContext) -> str:  # type: ignore[type-arg]
+    def resolve_admin(self, context: Any) -> str:
         """The scope of an admin caller (PERMISSION_DENIED for ordinary credentials)."""
         if self.dev_mode:
             return DEV_SCOPE

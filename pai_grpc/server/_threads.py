@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import grpc
-
 from pai.v1 import thread_service_pb2 as pb
 from pai.v1 import thread_service_pb2_grpc as pb_grpc
+from pai_grpc.convert import message_to_proto as message_pb
 from pai_grpc.convert import (
     part_from_proto,
     run_handle_to_proto,
@@ -15,16 +14,17 @@ from pai_grpc.convert import (
     struct_from_proto,
     thread_to_proto,
 )
-from pai_grpc.convert import message_to_proto as message_pb
 from pai_grpc.domain import MessagePart
 from pai_grpc.errors import FieldViolation, InvalidArgument
 from pai_grpc.runtime import Runtime, SendInput
-from pai_grpc.server._errors import fill_unimplemented, guarded
+from pai_grpc.server._errors import Context, fill_unimplemented, guarded
 from pai_grpc.server._scope import ScopeResolver
 
-Context = grpc.aio.ServicerContext  # type: ignore[type-arg]
-
-_DELIVERY = {pb.DELIVERY_UNSPECIFIED: "queue", pb.DELIVERY_QUEUE: "queue", pb.DELIVERY_STEER: "steer"}
+_DELIVERY = {
+    pb.DELIVERY_UNSPECIFIED: "queue",
+    pb.DELIVERY_QUEUE: "queue",
+    pb.DELIVERY_STEER: "steer",
+}
 
 
 def convert_parts(parts: Any, field: str = "parts") -> list[MessagePart]:
@@ -59,7 +59,9 @@ class ThreadService(pb_grpc.ThreadServiceServicer):
         self._scopes = scopes
 
     @guarded
-    async def CreateThread(self, request: pb.CreateThreadRequest, context: Context) -> pb.CreateThreadResponse:
+    async def CreateThread(
+        self, request: pb.CreateThreadRequest, context: Context
+    ) -> pb.CreateThreadResponse:
         """Create a thread."""
         scope = self._scopes.resolve(context)
         thread = await self._runtime.create_thread(
@@ -71,14 +73,18 @@ class ThreadService(pb_grpc.ThreadServiceServicer):
         return pb.CreateThreadResponse(thread=thread_to_proto(thread))
 
     @guarded
-    async def GetThread(self, request: pb.GetThreadRequest, context: Context) -> pb.GetThreadResponse:
+    async def GetThread(
+        self, request: pb.GetThreadRequest, context: Context
+    ) -> pb.GetThreadResponse:
         """Read a thread head."""
         scope = self._scopes.resolve(context)
         thread = await self._runtime.get_thread(scope, request.thread_id)
         return pb.GetThreadResponse(thread=thread_to_proto(thread))
 
     @guarded
-    async def ListMessages(self, request: pb.ListMessagesRequest, context: Context) -> pb.ListMessagesResponse:
+    async def ListMessages(
+        self, request: pb.ListMessagesRequest, context: Context
+    ) -> pb.ListMessagesResponse:
         """List transcript messages."""
         scope = self._scopes.resolve(context)
         messages, token = await self._runtime.list_messages(

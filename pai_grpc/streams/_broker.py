@@ -10,6 +10,7 @@ LISTEN/NOTIFY from other processes).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import Iterator
 
@@ -33,10 +34,8 @@ class _Signal:
 
     async def wait(self, timeout: float) -> None:
         event = self._event
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(event.wait(), timeout)
-        except TimeoutError:
-            pass
 
 
 class RunChannel:

@@ -1,0 +1,94 @@
+"""The command line, as a user runs it: migrate, serve, chat, health, SIGTERM drain."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+EXE = [sys.executable, "-m", "pai_grpc.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run(*args: str, env: dict[str, str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*EXE, *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    out = dict(os.environ)
+    out.pop("ANTHROPIC_API_KEY", None)
+    out["PAI_DATABASE_URL"] = f"sqlite:///{tmp_path / 'cli.db'}"
+    out["PAI_ADDRESS"] = f"127.0.0.1:{free_port()}"
+    return out
+
+
+@pytest.fixture
+def served(env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    assert run("migrate", env=env).returncode == 0
+    log = tmp_path / "serve.log"
+    with log.open("w") as sink:
+        proc = subprocess.Popen([*EXE, "serve"], env=env, stdout=sink, stderr=sink, text=True)
+    proc.log = log  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if run("health", "--address", env["PAI_ADDRESS"], env=env).returncode == 0:
+            break
+        assert proc.poll() is None, log.read_text()
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        proc.wait()
+        pytest.fail("server did not become healthy: " + log.read_text())
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def test_serve_then_chat_prints_a_streamed_reply(
+    served: subprocess.Popen[str], env: dict[str, str]
+) -> None:
+    result = run("chat", "--address", env["PAI_ADDRESS"], "hello", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "offline stand-in model" in result.stdout
+    assert "You said: hello" in result.stdout
+    thread_id = result.stderr.split("thread ")[1].split()[0]
+    again = run("chat", "--address", env["PAI_ADDRESS"], "--thread", thread_id, "again", env=env)
+    assert again.returncode == 0, again.stderr
+    assert "You said: again" in again.stdout
+    assert "thread " not in again.stderr  # continued the same thread
+
+
+def test_sigterm_drains_gracefully(served: subprocess.Popen[str], env: dict[str, str]) -> None:
+    served.send_signal(signal.SIGTERM)
+    assert served.wait(timeout=20) == 0
+    stderr = served.log.read_text()  # type: ignore[attr-defined]
+    assert "offline stand-in model" in stderr  # the log says which model answers
+    assert "draining" in stderr
+    assert "drained" in stderr
+
+
+def test_serve_refuses_an_unmigrated_database(env: dict[str, str]) -> None:
+    result = run("serve", env=env, timeout=30)
+    assert result.returncode == 2
+    assert "pai-grpc migrate" in result.stderr
+
+
+def test_chat_reports_an_unreachable_server(env: dict[str, str]) -> None:
+    result = run("chat", "--address", f"127.0.0.1:{free_port()}", "hi", env=env)
+    assert result.returncode == 1
+    assert "UNAVAILABLE" in result.stderr
