@@ -7,7 +7,7 @@ BUF_VERSION := 1.75.0
 BUF := npx --yes @bufbuild/buf@$(BUF_VERSION)
 ADDRESS ?= 127.0.0.1:50051
 
-.PHONY: venv serve test lint buf-lint ruff mypy protos clean
+.PHONY: venv serve test lint buf-lint ruff mypy protos bench clean
 
 venv: $(STAMP)
 
@@ -37,6 +37,10 @@ ruff: $(STAMP)
 
 mypy: $(STAMP)
 	$(BIN)/mypy pai_grpc storage
+
+## Benchmarks, reported as ratios to baselines measured in the same run.
+bench: $(STAMP)
+	$(BIN)/python -m pai_grpc.bench
 
 ## Regenerate generated/ from protos/ (never edit generated code by hand).
 protos: $(STAMP)

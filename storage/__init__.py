@@ -33,6 +33,7 @@ from storage._records import (
     ThreadRecord,
     WriteSet,
 )
+from storage._retry import retry_on_conflict
 from storage.errors import (
     InvalidJson,
     InvalidPageToken,
@@ -90,6 +91,7 @@ __all__ = [
     "downgrade",
     "head_revision",
     "normalize_url",
+    "retry_on_conflict",
     "strict_object",
     "upgrade",
 ]

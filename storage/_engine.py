@@ -74,8 +74,15 @@ def _sqlite_engine(url: URL, *, immediate: bool, pool_size: int) -> AsyncEngine:
     return engine
 
 
-def create_engines(raw_url: str, *, pool_size: int = 10) -> Engines:
-    """Create the engines for ``raw_url``."""
+def create_engines(raw_url: str, *, pool_size: int = 10, schema: str | None = None) -> Engines:
+    """Create the engines for ``raw_url``.
+
+    Args:
+        raw_url: ``sqlite:///path`` or ``postgresql://...``.
+        pool_size: Connections per pool.
+        schema: PostgreSQL only: the schema to use (``search_path``), e.g. to
+            isolate tests or tenants in one database.
+    """
     url = normalize_url(raw_url)
     if url.get_backend_name() == "sqlite":
         if url.database in (None, "", ":memory:"):
@@ -83,7 +90,16 @@ def create_engines(raw_url: str, *, pool_size: int = 10) -> Engines:
         write = _sqlite_engine(url, immediate=True, pool_size=1)
         read = _sqlite_engine(url, immediate=False, pool_size=max(2, pool_size // 2))
         return Engines(read=read, write=write, dialect="sqlite")
+    if schema is not None and not schema.isidentifier():
+        raise ValueError(f"invalid schema name {schema!r}")
+    connect_args: dict[str, Any] = {}
+    if schema is not None:
+        connect_args["server_settings"] = {"search_path": schema}
     engine = create_async_engine(
-        url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        connect_args=connect_args,
     )
     return Engines(read=engine, write=engine, dialect="postgresql")

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, and_, delete, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, Row, and_, case, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -212,9 +213,9 @@ class Store:
         self._engines = engines
 
     @classmethod
-    def open(cls, url: str, *, pool_size: int = 10) -> Store:
+    def open(cls, url: str, *, pool_size: int = 10, schema: str | None = None) -> Store:
         """Create a provider for ``url`` (no I/O happens until first use)."""
-        return cls(create_engines(url, pool_size=pool_size))
+        return cls(create_engines(url, pool_size=pool_size, schema=schema))
 
     @property
     def dialect(self) -> str:
@@ -526,83 +527,171 @@ class Store:
             raise
 
     async def _apply(self, conn: AsyncConnection, ws: WriteSet) -> CommitResult:
+        # Lock order is run -> thread in every transaction that takes both (claims
+        # and heartbeats touch runs only), so PostgreSQL never deadlocks on them.
         now = await self._now(conn)
-        root: dict[str, Any] | None = None
         if ws.new_thread is not None:
-            nt = ws.new_thread
-            root = {
-                "id": nt.id,
-                "scope": ws.scope,
-                "agent": nt.agent,
-                "status": "idle",
-                "version": 0,
-                "metadata": nt.metadata,
-                "private_metadata": nt.private_metadata,
-                "active_run_id": None,
-                "next_position": 0,
-                "next_run_seq": 0,
-                "created_at": now,
-                "updated_at": now,
-            }
-            await conn.execute(insert(threads).values(**root))
-        elif ws.touches_root or ws.insert_runs:
-            row = (
-                await conn.execute(
-                    self._lock(
-                        select(threads).where(
-                            threads.c.id == ws.thread_id, threads.c.scope == ws.scope
-                        )
-                    )
-                )
-            ).first()
-            if row is None:
-                raise NotFound("thread", ws.thread_id)
-            root = dict(row._mapping)
-            if ws.expected_version is not None and root["version"] != ws.expected_version:
-                raise VersionConflict(ws.thread_id, ws.expected_version, root["version"])
-            if ws.expected_status is not None and root["status"] not in ws.expected_status:
-                raise VersionConflict(ws.thread_id, ws.expected_status, root["status"])
-            if (
-                ws.expected_private_metadata is not None
-                and root["private_metadata"] != ws.expected_private_metadata
-            ):
-                raise VersionConflict(
-                    ws.thread_id, ws.expected_private_metadata, root["private_metadata"]
-                )
-
-        inserted_runs = await self._insert_runs(conn, ws, root, now)
+            return await self._create_thread(conn, ws, now)
         for patch in ws.update_runs:
             await self._update_run(conn, ws.scope, patch, now)
-
+        thread: ThreadRecord | None = None
         removed: list[str] = []
         appended: list[MessageRecord] = []
-        if root is not None:
-            removed = await self._truncate(conn, ws, root)
-            appended = await self._append(conn, ws, root, now)
+        inserted_runs: list[RunRecord] = []
+        if ws.touches_root or ws.insert_runs:
+            truncate_at, removed = await self._prepare_root(conn, ws)
+            root = await self._update_root(conn, ws, now, truncate_at)
+            thread = _thread(root)
+            first_position = thread.message_count - len(ws.append_messages)
+            first_seq = root._mapping["next_run_seq"] - len(ws.insert_runs)
+            if truncate_at is not None:
+                await conn.execute(
+                    delete(messages).where(
+                        messages.c.thread_id == ws.thread_id, messages.c.position >= truncate_at
+                    )
+                )
+            inserted_runs = await self._insert_runs(conn, ws, first_seq, now)
+            appended = await self._append(conn, ws, first_position, now)
             await self._update_messages(conn, ws)
-            await self._update_root(conn, ws, root, now)
-
         await self._write_pending(conn, ws, now)
         await self._insert_events(conn, ws.events, now)
-        if ws.idempotency is not None:
-            rec = ws.idempotency
-            await conn.execute(
-                insert(idempotency_keys).values(
-                    scope=ws.scope,
-                    key=rec.key,
-                    fingerprint=rec.fingerprint,
-                    result=rec.result,
-                    created_at=now,
-                )
-            )
-        thread = None
-        if root is not None:
-            thread = _thread(
-                (await conn.execute(select(threads).where(threads.c.id == ws.thread_id))).one()
-            )
+        await self._store_idempotency(conn, ws, now)
         return CommitResult(
             thread=thread, messages=appended, removed_message_ids=removed, runs=inserted_runs
         )
+
+    async def _create_thread(
+        self, conn: AsyncConnection, ws: WriteSet, now: datetime
+    ) -> CommitResult:
+        nt = ws.new_thread
+        assert nt is not None
+        if ws.append_messages or ws.insert_runs or ws.update_runs or ws.events:
+            raise ValueError("a write set that creates a thread carries nothing else")
+        row = (
+            await conn.execute(
+                insert(threads)
+                .values(
+                    id=nt.id,
+                    scope=ws.scope,
+                    agent=nt.agent,
+                    status="idle",
+                    version=1,
+                    metadata=nt.metadata,
+                    private_metadata=nt.private_metadata,
+                    active_run_id=None,
+                    next_position=0,
+                    next_run_seq=0,
+                    created_at=now,
+                    updated_at=now,
+                )
+                .returning(*threads.c)
+            )
+        ).one()
+        await self._store_idempotency(conn, ws, now)
+        return CommitResult(thread=_thread(row), messages=[], removed_message_ids=[], runs=[])
+
+    async def _store_idempotency(self, conn: AsyncConnection, ws: WriteSet, now: datetime) -> None:
+        if ws.idempotency is None:
+            return
+        rec = ws.idempotency
+        await conn.execute(
+            insert(idempotency_keys).values(
+                scope=ws.scope,
+                key=rec.key,
+                fingerprint=rec.fingerprint,
+                result=rec.result,
+                created_at=now,
+            )
+        )
+
+    async def _prepare_root(
+        self, conn: AsyncConnection, ws: WriteSet
+    ) -> tuple[int | None, list[str]]:
+        """Checks that need the current root (private-metadata CAS, truncation).
+
+        Most write sets skip this: their guards live in the root UPDATE itself.
+        """
+        if ws.expected_private_metadata is None and ws.truncate_from_message_id is None:
+            return None, []
+        row = (
+            await conn.execute(
+                self._lock(
+                    select(threads.c.private_metadata).where(
+                        threads.c.id == ws.thread_id, threads.c.scope == ws.scope
+                    )
+                )
+            )
+        ).first()
+        if row is None:
+            raise NotFound("thread", ws.thread_id)
+        if ws.expected_private_metadata is not None and row[0] != ws.expected_private_metadata:
+            raise VersionConflict(ws.thread_id, ws.expected_private_metadata, row[0])
+        if ws.truncate_from_message_id is None:
+            return None, []
+        position = await self._position_of(conn, ws.thread_id, ws.truncate_from_message_id)
+        gone = (
+            await conn.execute(
+                select(messages.c.id)
+                .where(messages.c.thread_id == ws.thread_id, messages.c.position >= position)
+                .order_by(messages.c.position)
+            )
+        ).all()
+        return position, [r[0] for r in gone]
+
+    async def _update_root(
+        self, conn: AsyncConnection, ws: WriteSet, now: datetime, truncate_at: int | None
+    ) -> Row[Any]:
+        """One guarded ``UPDATE ... RETURNING`` bumps the version and allocates positions."""
+        base = threads.c.next_position if truncate_at is None else truncate_at
+        values: dict[str, Any] = {
+            "version": threads.c.version + 1,
+            "updated_at": now,
+            "next_position": base + len(ws.append_messages),
+            "next_run_seq": threads.c.next_run_seq + len(ws.insert_runs),
+        }
+        patch = ws.thread
+        if patch is not None:
+            _set(values, "status", patch.status, now)
+            _set(values, "metadata", patch.metadata, now)
+            _set(values, "private_metadata", patch.private_metadata, now)
+            if patch.active_run_id is PROMOTE_NEXT:
+                next_queued = (
+                    select(runs.c.id)
+                    .where(runs.c.thread_id == ws.thread_id, runs.c.status == "queued")
+                    .order_by(runs.c.thread_seq)
+                    .limit(1)
+                    .scalar_subquery()
+                )
+                values["active_run_id"] = next_queued
+                if patch.status is UNSET:
+                    values["status"] = case((next_queued.is_(None), "idle"), else_="running")
+            else:
+                _set(values, "active_run_id", patch.active_run_id, now)
+        conds: list[ColumnElement[bool]] = [
+            threads.c.id == ws.thread_id,
+            threads.c.scope == ws.scope,
+        ]
+        if ws.expected_version is not None:
+            conds.append(threads.c.version == ws.expected_version)
+        if ws.expected_status is not None:
+            conds.append(threads.c.status.in_(ws.expected_status))
+        row = (
+            await conn.execute(update(threads).where(*conds).values(**values).returning(*threads.c))
+        ).first()
+        if row is not None:
+            return row
+        current = (
+            await conn.execute(
+                select(threads.c.version, threads.c.status).where(
+                    threads.c.id == ws.thread_id, threads.c.scope == ws.scope
+                )
+            )
+        ).first()
+        if current is None:
+            raise NotFound("thread", ws.thread_id)
+        if ws.expected_version is not None and current[0] != ws.expected_version:
+            raise VersionConflict(ws.thread_id, ws.expected_version, current[0])
+        raise VersionConflict(ws.thread_id, ws.expected_status, current[1])
 
     async def _insert_events(
         self, conn: AsyncConnection, events: Sequence[NewEvent], now: datetime | None = None
@@ -619,13 +708,11 @@ class Store:
         )
 
     async def _insert_runs(
-        self, conn: AsyncConnection, ws: WriteSet, root: dict[str, Any] | None, now: datetime
+        self, conn: AsyncConnection, ws: WriteSet, first_seq: int, now: datetime
     ) -> list[RunRecord]:
         out: list[RunRecord] = []
-        for new in ws.insert_runs:
-            assert root is not None
-            seq = root["next_run_seq"]
-            root["next_run_seq"] = seq + 1
+        for offset, new in enumerate(ws.insert_runs):
+            seq = first_seq + offset
             row = (
                 await conn.execute(
                     insert(runs)
@@ -711,67 +798,30 @@ class Store:
             raise LeaseLost(patch.id)
         raise StateConflict("run", patch.id, f"status is {exists[0]}")
 
-    async def _truncate(
-        self, conn: AsyncConnection, ws: WriteSet, root: dict[str, Any]
-    ) -> list[str]:
-        if ws.truncate_from_message_id is None:
-            return []
-        pos = await self._position_of(conn, ws.thread_id, ws.truncate_from_message_id)
-        gone = (
-            await conn.execute(
-                select(messages.c.id)
-                .where(messages.c.thread_id == ws.thread_id, messages.c.position >= pos)
-                .order_by(messages.c.position)
-            )
-        ).all()
-        await conn.execute(
-            delete(messages).where(messages.c.thread_id == ws.thread_id, messages.c.position >= pos)
-        )
-        root["next_position"] = pos
-        return [r[0] for r in gone]
-
     async def _append(
-        self, conn: AsyncConnection, ws: WriteSet, root: dict[str, Any], now: datetime
+        self, conn: AsyncConnection, ws: WriteSet, first_position: int, now: datetime
     ) -> list[MessageRecord]:
         if not ws.append_messages:
             return []
-        rows = []
-        for m in ws.append_messages:
-            rows.append(
-                {
-                    "id": m.id,
-                    "thread_id": ws.thread_id,
-                    "position": root["next_position"],
-                    "role": m.role,
-                    "parts": m.parts,
-                    "metadata": m.metadata,
-                    "private_metadata": m.private_metadata,
-                    "visible_transcript": m.visible_transcript,
-                    "visible_context": m.visible_context,
-                    "run_id": m.run_id,
-                    "step_index": m.step_index,
-                    "created_at": now,
-                }
-            )
-            root["next_position"] += 1
-        await conn.execute(insert(messages), rows)
-        return [
+        records = [
             MessageRecord(
-                id=r["id"],
-                thread_id=r["thread_id"],
-                position=r["position"],
-                role=r["role"],
-                parts=r["parts"],
-                metadata=r["metadata"],
-                private_metadata=r["private_metadata"],
-                visible_transcript=r["visible_transcript"],
-                visible_context=r["visible_context"],
-                run_id=r["run_id"],
-                step_index=r["step_index"],
+                id=m.id,
+                thread_id=ws.thread_id,
+                position=first_position + offset,
+                role=m.role,
+                parts=m.parts,
+                metadata=m.metadata,
+                private_metadata=m.private_metadata,
+                visible_transcript=m.visible_transcript,
+                visible_context=m.visible_context,
+                run_id=m.run_id,
+                step_index=m.step_index,
                 created_at=now,
             )
-            for r in rows
+            for offset, m in enumerate(ws.append_messages)
         ]
+        await conn.execute(insert(messages), [asdict(r) for r in records])
+        return records
 
     async def _update_messages(self, conn: AsyncConnection, ws: WriteSet) -> None:
         for patch in ws.update_messages:
@@ -795,40 +845,6 @@ class Store:
             )
             if result.rowcount != 1:
                 raise NotFound("message", patch.id)
-
-    async def _update_root(
-        self, conn: AsyncConnection, ws: WriteSet, root: dict[str, Any], now: datetime
-    ) -> None:
-        values: dict[str, Any] = {
-            "version": root["version"] + 1,
-            "updated_at": now,
-            "next_position": root["next_position"],
-            "next_run_seq": root["next_run_seq"],
-        }
-        patch = ws.thread
-        if patch is not None:
-            _set(values, "status", patch.status, now)
-            _set(values, "metadata", patch.metadata, now)
-            _set(values, "private_metadata", patch.private_metadata, now)
-            if patch.active_run_id is PROMOTE_NEXT:
-                next_id = (
-                    await conn.execute(
-                        select(runs.c.id)
-                        .where(runs.c.thread_id == ws.thread_id, runs.c.status == "queued")
-                        .order_by(runs.c.thread_seq)
-                        .limit(1)
-                    )
-                ).scalar()
-                values["active_run_id"] = next_id
-                if patch.status is UNSET:
-                    values["status"] = "running" if next_id else "idle"
-            else:
-                _set(values, "active_run_id", patch.active_run_id, now)
-        await conn.execute(
-            update(threads)
-            .where(threads.c.id == ws.thread_id, threads.c.version == root["version"])
-            .values(**values)
-        )
 
     async def _write_pending(self, conn: AsyncConnection, ws: WriteSet, now: datetime) -> None:
         if ws.insert_pending:
@@ -901,7 +917,7 @@ class Store:
         """
         async with self._write() as conn:
             now = await self._now(conn)
-            stmt = (
+            candidate = (
                 select(runs.c.id)
                 .select_from(threads.join(runs, runs.c.id == threads.c.active_run_id))
                 .where(
@@ -912,15 +928,13 @@ class Store:
                 .limit(1)
             )
             if self.dialect == "postgresql":
-                stmt = stmt.with_for_update(of=runs, skip_locked=True)
-            run_id = (await conn.execute(stmt)).scalar()
-            if run_id is None:
-                return None
+                candidate = candidate.with_for_update(of=runs, skip_locked=True)
             expires = now + timedelta(seconds=lease_seconds)
+            # One statement: pick and take the lease (no window between them).
             row = (
                 await conn.execute(
                     update(runs)
-                    .where(runs.c.id == run_id)
+                    .where(runs.c.id == candidate.scalar_subquery())
                     .values(
                         lease_owner=owner,
                         lease_epoch=runs.c.lease_epoch + 1,
@@ -933,7 +947,9 @@ class Store:
                     )
                     .returning(*runs.c)
                 )
-            ).one()
+            ).first()
+        if row is None:
+            return None
         run = _run(row)
         return ClaimedRun(run=run, lease=Lease(run.id, owner, run.lease_epoch, expires))
 

@@ -111,6 +111,8 @@ runs = Table(
     Column("cancel_requested_at", Ts, nullable=True),
     UniqueConstraint("thread_id", "thread_seq"),
     Index(None, "thread_id", "status", "thread_seq"),
+    # Claims scan runnable runs oldest first.
+    Index(None, "status", "created_at"),
 )
 
 pending_actions = Table(

@@ -1,0 +1,47 @@
+"""``make bench``: every benchmark, each reported as a ratio to a baseline measured in the same run.
+
+The machines are shared and noisy, so absolute numbers drift; ratios to a
+baseline taken moments earlier on the same machine are what to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+from pai_grpc.bench import _storage
+from pai_grpc.bench._common import Report, postgres_reachable
+
+SECTIONS = {"storage": _storage.run}
+
+
+async def main(sections: list[str], backends: list[str]) -> int:
+    """Run the selected sections on the selected backends."""
+    report = Report()
+    if "postgresql" in backends and not await postgres_reachable():
+        print("PostgreSQL is unreachable: skipping its benchmarks", file=sys.stderr)
+        backends = [b for b in backends if b != "postgresql"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for section in sections:
+            print(f"== {section}", flush=True)
+            for backend in backends:
+                await SECTIONS[section](report, backend, Path(tmp))
+    return 0
+
+
+def cli() -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(prog="python -m pai_grpc.bench", description=__doc__)
+    parser.add_argument("sections", nargs="*", default=list(SECTIONS), choices=list(SECTIONS))
+    parser.add_argument("--backend", action="append", choices=["sqlite", "postgresql"])
+    ns = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    return asyncio.run(main(ns.sections or list(SECTIONS), ns.backend or ["sqlite", "postgresql"]))
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli())

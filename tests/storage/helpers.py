@@ -1,0 +1,80 @@
+"""Helpers for storage tests: building threads, runs and claims directly through write sets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pai_grpc.domain import new_id
+from storage import (
+    ClaimedRun,
+    NewMessage,
+    NewRun,
+    NewThread,
+    Store,
+    ThreadPatch,
+    WriteSet,
+)
+
+SCOPE = "tenant-a"
+OTHER = "tenant-b"
+
+
+async def make_thread(store: Store, scope: str = SCOPE, **meta: Any) -> str:
+    thread_id = new_id("thr")
+    await store.commit(
+        WriteSet(
+            scope=scope,
+            thread_id=thread_id,
+            new_thread=NewThread(id=thread_id, agent="default", metadata=dict(meta)),
+        )
+    )
+    return thread_id
+
+
+def text_message(text: str, **kw: Any) -> NewMessage:
+    return NewMessage(id=new_id("msg"), role="user", parts=[{"type": "text", "text": text}], **kw)
+
+
+async def start_run(store: Store, thread_id: str, scope: str = SCOPE) -> str:
+    """Commit a user message and an active run on an idle thread (as Send does)."""
+    run_id = new_id("run")
+    await store.commit(
+        WriteSet(
+            scope=scope,
+            thread_id=thread_id,
+            expected_status=("idle",),
+            thread=ThreadPatch(status="running", active_run_id=run_id),
+            append_messages=[text_message("hi", run_id=run_id)],
+            insert_runs=[NewRun(id=run_id, status="queued", initiator="send", operation="send")],
+        )
+    )
+    return run_id
+
+
+async def queue_run(store: Store, thread_id: str, scope: str = SCOPE) -> str:
+    """Queue a run behind the active one (as Send on a busy thread does)."""
+    run_id = new_id("run")
+    await store.commit(
+        WriteSet(
+            scope=scope,
+            thread_id=thread_id,
+            insert_runs=[NewRun(id=run_id, status="queued", initiator="send", operation="send")],
+        )
+    )
+    return run_id
+
+
+async def claim(store: Store, owner: str = "r1", lease: float = 30.0) -> ClaimedRun:
+    claimed = await store.claim_run(owner, lease_seconds=lease)
+    assert claimed is not None, "expected a runnable run"
+    return claimed
+
+
+async def state(store: Store, thread_id: str, scope: str = SCOPE) -> tuple[Any, ...]:
+    """Everything durable about a thread, to compare before/after a rejected write set."""
+    thread = await store.get_thread(scope, thread_id)
+    messages = await store.list_messages(scope, thread_id, view="all", limit=1000)
+    runs = await store.list_runs(scope, thread_id, limit=1000)
+    pending = [await store.list_pending_actions(scope, r.id) for r in runs.items]
+    events = [await store.read_events(scope, r.id) for r in runs.items]
+    return thread, messages.items, runs.items, pending, events
