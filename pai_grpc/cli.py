@@ -45,6 +45,24 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_runner(ns: argparse.Namespace) -> int:
+    """Run a runner-only process against the shared database."""
+    from pai_grpc._agents_setup import build_agents
+    from pai_grpc.server import RunnerProcess
+    from storage import SchemaMismatch
+
+    settings = _settings(ns)
+    if ns.concurrency:
+        settings.runner_concurrency = ns.concurrency
+    process = RunnerProcess(settings, build_agents(settings))
+    try:
+        asyncio.run(process.run_until_signal())
+    except SchemaMismatch as e:
+        logging.getLogger("pai_grpc").error("cannot start: %s", e)
+        return 2
+    return 0
+
+
 def cmd_migrate(ns: argparse.Namespace) -> int:
     """Apply database migrations up to the head revision."""
     from storage import Store, current_revision, head_revision, upgrade
@@ -96,6 +114,12 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="TOML config file (env PAI_CONFIG)")
     serve.add_argument("--no-runner", action="store_true", help="serve the API only")
     serve.set_defaults(fn=cmd_serve)
+
+    runner = sub.add_parser("runner", help=cmd_runner.__doc__)
+    runner.add_argument("--database-url", help="env PAI_DATABASE_URL")
+    runner.add_argument("--config", help="TOML config file (env PAI_CONFIG)")
+    runner.add_argument("--concurrency", type=int, help="executions held at once")
+    runner.set_defaults(fn=cmd_runner)
 
     migrate = sub.add_parser("migrate", help=cmd_migrate.__doc__)
     migrate.add_argument("--database-url", help="env PAI_DATABASE_URL")

@@ -84,6 +84,15 @@ class Settings:
                 raise ConfigError(f"{path}: [auth.{key}] maps token strings to scope names")
             target.update(table)
         runner = raw.get("runner", {})
-        if isinstance(runner, dict):
+        if not isinstance(runner, dict):
+            raise ConfigError(f"{path}: [runner] must be a table")
+        try:
             self.runner_concurrency = int(runner.get("concurrency", self.runner_concurrency))
             self.lease_seconds = float(runner.get("lease_seconds", self.lease_seconds))
+            self.grace_seconds = float(runner.get("grace_seconds", self.grace_seconds))
+            offline = raw.get("offline", {})
+            self.offline_chunk_delay = float(offline.get("chunk_delay", self.offline_chunk_delay))
+        except (TypeError, ValueError, AttributeError) as e:
+            raise ConfigError(f"{path}: [runner]/[offline] values must be numbers: {e}") from e
+        if self.lease_seconds <= 0 or self.runner_concurrency <= 0:
+            raise ConfigError(f"{path}: lease_seconds and concurrency must be positive")

@@ -6,6 +6,7 @@ enforces scope and strict JSON, and never invents agent behaviour.
 
 from storage._engine import DEFAULT_DATABASE_URL, Engines, create_engines, normalize_url
 from storage._json import JsonObject, JsonValue, check_strict_json, strict_object
+from storage._listen import Listener
 from storage._migrate import check_schema, current_revision, downgrade, head_revision, upgrade
 from storage._provider import MAX_PAGE_SIZE, DuplicateRequest, Store
 from storage._records import (
@@ -15,6 +16,7 @@ from storage._records import (
     ClaimedRun,
     CommitResult,
     EventRecord,
+    Heartbeat,
     IdempotencyRecord,
     Lease,
     MessagePatch,
@@ -56,6 +58,7 @@ __all__ = [
     "DuplicateRequest",
     "Engines",
     "EventRecord",
+    "Heartbeat",
     "IdempotencyRecord",
     "InvalidJson",
     "InvalidPageToken",
@@ -63,6 +66,7 @@ __all__ = [
     "JsonValue",
     "Lease",
     "LeaseLost",
+    "Listener",
     "MessagePatch",
     "MessageRecord",
     "NewEvent",

@@ -39,6 +39,7 @@ class Engines:
     read: AsyncEngine
     write: AsyncEngine
     dialect: str
+    schema: str | None = None
 
     async def dispose(self) -> None:
         """Close every pooled connection."""
@@ -102,4 +103,4 @@ def create_engines(raw_url: str, *, pool_size: int = 10, schema: str | None = No
         pool_pre_ping=True,
         connect_args=connect_args,
     )
-    return Engines(read=engine, write=engine, dialect="postgresql")
+    return Engines(read=engine, write=engine, dialect="postgresql", schema=schema)

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from storage._engine import Engines, create_engines
 from storage._json import JsonObject, JsonValue, check_strict_json
+from storage._listen import Listener
 from storage._pages import decode_page_token, encode_page_token
 from storage._records import (
     NOW,
@@ -27,6 +28,7 @@ from storage._records import (
     ClaimedRun,
     CommitResult,
     EventRecord,
+    Heartbeat,
     IdempotencyRecord,
     Lease,
     MessageRecord,
@@ -211,6 +213,22 @@ class Store:
 
     def __init__(self, engines: Engines) -> None:
         self._engines = engines
+
+    def channel(self, name: str) -> str:
+        """The NOTIFY channel ``name`` of this store (namespaced by schema)."""
+        return f"pai_{self._engines.schema or 'public'}_{name}"
+
+    def listener(self, handlers: dict[str, Callable[[str], None]]) -> Listener | None:
+        """A listener for ``{channel name: handler}`` (``None`` on SQLite, which polls)."""
+        if self.dialect != "postgresql":
+            return None
+        url = self._engines.write.url.set(drivername="postgresql")
+        settings = {"search_path": self._engines.schema} if self._engines.schema else {}
+        return Listener(
+            url.render_as_string(hide_password=False),
+            {self.channel(name): handler for name, handler in handlers.items()},
+            server_settings=settings,
+        )
 
     @classmethod
     def open(cls, url: str, *, pool_size: int = 10, schema: str | None = None) -> Store:
@@ -556,6 +574,7 @@ class Store:
         await self._write_pending(conn, ws, now)
         await self._insert_events(conn, ws.events, now)
         await self._store_idempotency(conn, ws, now)
+        await self._notify(conn, ws.notify)
         return CommitResult(
             thread=thread, messages=appended, removed_message_ids=removed, runs=inserted_runs
         )
@@ -589,6 +608,20 @@ class Store:
         ).one()
         await self._store_idempotency(conn, ws, now)
         return CommitResult(thread=_thread(row), messages=[], removed_message_ids=[], runs=[])
+
+    async def _notify(self, conn: AsyncConnection, notes: Sequence[tuple[str, str]]) -> None:
+        # NOTIFY is transactional: listeners hear it only if (and when) this commits.
+        if self.dialect != "postgresql":
+            return
+        for channel, payload in notes:
+            await conn.execute(select(func.pg_notify(channel, payload)))
+
+    async def notify(self, notes: Sequence[tuple[str, str]]) -> None:
+        """Send notifications outside a write set (PostgreSQL only)."""
+        if self.dialect != "postgresql" or not notes:
+            return
+        async with self._write() as conn:
+            await self._notify(conn, notes)
 
     async def _store_idempotency(self, conn: AsyncConnection, ws: WriteSet, now: datetime) -> None:
         if ws.idempotency is None:
@@ -675,6 +708,8 @@ class Store:
             conds.append(threads.c.version == ws.expected_version)
         if ws.expected_status is not None:
             conds.append(threads.c.status.in_(ws.expected_status))
+        if ws.expected_message_count is not None:
+            conds.append(threads.c.next_position == ws.expected_message_count)
         row = (
             await conn.execute(update(threads).where(*conds).values(**values).returning(*threads.c))
         ).first()
@@ -691,7 +726,9 @@ class Store:
             raise NotFound("thread", ws.thread_id)
         if ws.expected_version is not None and current[0] != ws.expected_version:
             raise VersionConflict(ws.thread_id, ws.expected_version, current[0])
-        raise VersionConflict(ws.thread_id, ws.expected_status, current[1])
+        if ws.expected_status is not None and current[1] not in ws.expected_status:
+            raise VersionConflict(ws.thread_id, ws.expected_status, current[1])
+        raise VersionConflict(ws.thread_id, ws.expected_message_count, "a different message count")
 
     async def _insert_events(
         self, conn: AsyncConnection, events: Sequence[NewEvent], now: datetime | None = None
@@ -784,6 +821,8 @@ class Store:
             conds.append(runs.c.status.in_(patch.expect_status))
         if patch.expect_last_seq is not None:
             conds.append(runs.c.last_seq == patch.expect_last_seq)
+        if patch.expect_unleased:
+            conds.append(or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at <= now))
         result = await conn.execute(update(runs).where(*conds).values(**values))
         if result.rowcount == 1:
             return
@@ -953,19 +992,27 @@ class Store:
         run = _run(row)
         return ClaimedRun(run=run, lease=Lease(run.id, owner, run.lease_epoch, expires))
 
-    async def heartbeat(self, lease: Lease, *, lease_seconds: float) -> Lease:
-        """Extend a held lease; raises :class:`LeaseLost` when it is gone."""
+    async def heartbeat(self, lease: Lease, *, lease_seconds: float) -> Heartbeat:
+        """Extend a held lease; raises :class:`LeaseLost` when it is gone.
+
+        The answer also says whether a cancellation was requested, so a holder
+        in another process learns of it within one heartbeat even without
+        notifications.
+        """
         async with self._write() as conn:
             now = await self._now(conn)
             expires = now + timedelta(seconds=lease_seconds)
-            result = await conn.execute(
-                update(runs)
-                .where(runs.c.id == lease.run_id, *_fence(lease, now))
-                .values(lease_expires_at=expires)
-            )
-            if result.rowcount != 1:
+            row = (
+                await conn.execute(
+                    update(runs)
+                    .where(runs.c.id == lease.run_id, *_fence(lease, now))
+                    .values(lease_expires_at=expires)
+                    .returning(runs.c.cancel_requested_at)
+                )
+            ).first()
+            if row is None:
                 raise LeaseLost(lease.run_id)
-        return Lease(lease.run_id, lease.owner, lease.epoch, expires)
+        return Heartbeat(Lease(lease.run_id, lease.owner, lease.epoch, expires), row[0] is not None)
 
     async def release(self, lease: Lease) -> None:
         """Give a lease up early so another runner can claim the run at once."""

@@ -119,6 +119,14 @@ class RunRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """A renewed lease, and whether someone asked the holder to cancel."""
+
+    lease: Lease
+    cancel_requested: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimedRun:
     """A run claimed by a runner, with the lease that fences its writes."""
 
@@ -251,6 +259,8 @@ class RunPatch:
     expect_status: tuple[str, ...] | None = None
     #: Guard for event-log writers that do not hold a lease (queued/waiting runs).
     expect_last_seq: int | None = None
+    #: Guard: nobody holds a live lease on the run (for writers without one).
+    expect_unleased: bool = False
     status: str | _Sentinel = UNSET
     outcome: str | None | _Sentinel = UNSET
     reason: str | None | _Sentinel = UNSET
@@ -325,6 +335,8 @@ class WriteSet:
     expected_private_metadata: JsonObject | None = None
     #: A narrower root guard: the thread status must be one of these.
     expected_status: tuple[str, ...] | None = None
+    #: Guard: no message was appended or removed since the caller counted them.
+    expected_message_count: int | None = None
     thread: ThreadPatch | None = None
     append_messages: list[NewMessage] = field(default_factory=list)
     update_messages: list[MessagePatch] = field(default_factory=list)
@@ -336,6 +348,9 @@ class WriteSet:
     update_pending: list[PendingActionPatch] = field(default_factory=list)
     events: list[NewEvent] = field(default_factory=list)
     idempotency: IdempotencyRecord | None = None
+    #: (channel, payload) notifications delivered on commit (PostgreSQL NOTIFY;
+    #: a no-op on SQLite, where readers and runners poll).
+    notify: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def touches_root(self) -> bool:
@@ -349,6 +364,7 @@ class WriteSet:
             or self.expected_version is not None
             or self.expected_private_metadata is not None
             or self.expected_status is not None
+            or self.expected_message_count is not None
         )
 
 

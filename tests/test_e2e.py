@@ -184,7 +184,9 @@ async def test_a_model_error_fails_the_run_with_its_reason(sqlite_url: str) -> N
 
 async def test_unimplemented_rpcs_answer_unimplemented(server: InProcessServer) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as info:
-        await server.threads.DeleteThread(tpb.DeleteThreadRequest(thread_id="thr_x"))
+        await server.runs.ResolvePendingAction(
+            run_service_pb2.ResolvePendingActionRequest(run_id="run_x")
+        )
     assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 

@@ -2,9 +2,17 @@
 
 from pai_grpc.runtime._agents import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.runtime._execution import Execution
+from pai_grpc.runtime._mutations import (
+    RegenerateInput,
+    RegenerateResult,
+    SendInput,
+    TriggerInput,
+)
+from pai_grpc.runtime._reads import ThreadChange
 from pai_grpc.runtime._reducer import StepReducer, StreamProtocolError
 from pai_grpc.runtime._runner import Runner, default_owner
-from pai_grpc.runtime._runtime import Runtime, SendInput
+from pai_grpc.runtime._runtime import Runtime
+from pai_grpc.runtime._services import Services
 from pai_grpc.runtime._validate import Limits
 
 __all__ = [
@@ -13,10 +21,15 @@ __all__ = [
     "AgentRegistry",
     "Execution",
     "Limits",
+    "RegenerateInput",
+    "RegenerateResult",
     "Runner",
     "Runtime",
     "SendInput",
+    "Services",
     "StepReducer",
     "StreamProtocolError",
+    "ThreadChange",
+    "TriggerInput",
     "default_owner",
 ]

@@ -2,10 +2,11 @@
 
 The loop is laid out along the lifecycle phases of the seeds (prepare run,
 resolve model context, prepare model step, model call, transform step
-stream, tool phases, after step); each phase is its own method so hooks
-slot in without reshaping the loop. Each completed assistant step commits
-its own message atomically with the run transition (RT-05). A lost lease
-stops the episode and nothing more is written.
+stream, tool phases, after step); each phase is its own method so hooks slot
+in without reshaping the loop. Each completed assistant step commits its own
+message atomically with the run transition (RT-05). A lost lease stops the
+episode and nothing more is written; a cancellation is written by the lease
+holder itself, so a run's event log always has a single writer.
 """
 
 from __future__ import annotations
@@ -38,14 +39,11 @@ from pai_grpc.domain import (
 from pai_grpc.errors import ModelError
 from pai_grpc.models import ModelCall, to_model_messages
 from pai_grpc.runtime._agents import Agent
-from pai_grpc.runtime._records import (
-    message_from_record,
-    parts_to_json,
-    payload_to_json,
-)
+from pai_grpc.runtime._records import message_from_record, parts_to_json, payload_to_json
 from pai_grpc.runtime._reducer import StepReducer, StreamProtocolError
+from pai_grpc.runtime._services import Services
 from pai_grpc.runtime._sink import EventSink
-from pai_grpc.streams import Broker
+from pai_grpc.streams import ThreadHint
 from storage import (
     NOW,
     PROMOTE_NEXT,
@@ -56,8 +54,8 @@ from storage import (
     NewEvent,
     NewMessage,
     RunPatch,
-    Store,
     ThreadPatch,
+    VersionConflict,
     WriteSet,
 )
 
@@ -68,7 +66,11 @@ CONTEXT_PAGE = 500
 
 
 class _Stop(Exception):
-    """Internal: the episode ended (terminal transition committed)."""
+    """Internal: the episode ended (its terminal transition is committed)."""
+
+
+class _Steered(Exception):
+    """Internal: a user message arrived while the step ran; take it in next."""
 
 
 @dataclass
@@ -77,6 +79,8 @@ class StepOutcome:
 
     reducer: StepReducer
     request: ModelCall
+    #: Messages in the thread when the step started (its physical anchor).
+    anchor_count: int
     usage: Usage = field(default_factory=Usage)
 
 
@@ -84,16 +88,10 @@ class Execution:
     """Executes one claimed run until it is terminal, waits, or loses its lease."""
 
     def __init__(
-        self,
-        *,
-        store: Store,
-        broker: Broker,
-        agent: Agent,
-        claimed: ClaimedRun,
-        lease_seconds: float,
+        self, services: Services, agent: Agent, claimed: ClaimedRun, *, lease_seconds: float
     ) -> None:
-        self._store = store
-        self._broker = broker
+        self._services = services
+        self._store = services.store
         self._agent = agent
         self._run = claimed.run
         self._lease = claimed.lease
@@ -103,8 +101,7 @@ class Execution:
         self._usage = Usage.model_validate(claimed.run.usage)
         self._step_count = claimed.run.step_count
         self.sink = EventSink(
-            store=store,
-            broker=broker,
+            services=services,
             scope=self._scope,
             thread_id=self._thread_id,
             run_id=self._run.id,
@@ -112,17 +109,27 @@ class Execution:
             last_seq=claimed.run.last_seq,
         )
         self.lease_lost = False
+        self._cancel_reason: str | None = None
+        self._task: asyncio.Task[Any] | None = None
 
     @property
     def run_id(self) -> str:
         """The run being executed."""
         return self._run.id
 
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Stop the episode: the provider stream is aborted and the cancellation committed."""
+        if self._cancel_reason is None:
+            self._cancel_reason = reason
+            if self._task is not None:
+                self._task.cancel()
+
     # ---- driver ------------------------------------------------------------
 
     async def run(self) -> None:
-        """Run the episode; never raises except for cancellation."""
-        heartbeat = asyncio.create_task(self._heartbeat(asyncio.current_task()))
+        """Run the episode; only shutdown cancellation propagates."""
+        self._task = asyncio.current_task()
+        heartbeat = asyncio.create_task(self._heartbeat())
         aborted = False
         try:
             await self._episode()
@@ -130,48 +137,84 @@ class Execution:
             pass
         except LeaseLost:
             aborted = True
-            self.lease_lost = True
-            log.warning("run %s: lease lost; this execution stops writing", self.run_id)
+            self._lost()
         except asyncio.CancelledError:
-            aborted = True
             if self.lease_lost:
-                log.warning("run %s: lease lost; this execution stops writing", self.run_id)
+                aborted = True
+                self._lost()
+            elif self._cancel_reason is not None:
+                if self._task is not None:
+                    self._task.uncancel()
+                aborted = not await self._write_cancellation(self._cancel_reason)
             else:
                 # Shutdown: hand the run back so another runner resumes it at once.
+                aborted = True
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._store.release(self._lease))
                 raise
         except Exception as e:  # any other failure fails the run, with its reason
             log.exception("run %s failed", self.run_id)
-            try:
-                await self._fail(_error_of(e))
-            except (_Stop, LeaseLost):
-                pass
-            except Exception:
-                # The failure could not be recorded (e.g. the database is down): the lease
-                # expires and another runner recovers the run.
-                log.exception("run %s: could not record the failure", self.run_id)
+            aborted = not await self._write_failure(_error_of(e))
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
             await self.sink.close(aborted=aborted)
 
-    async def _heartbeat(self, main: asyncio.Task[Any] | None) -> None:
+    def _lost(self) -> None:
+        self.lease_lost = True
+        log.warning("run %s: lease lost; this execution stops writing", self.run_id)
+
+    async def _heartbeat(self) -> None:
         interval = self._lease_seconds / 3
         while True:
             await asyncio.sleep(interval)
             try:
-                self._lease = await self._store.heartbeat(
-                    self._lease, lease_seconds=self._lease_seconds
-                )
+                beat = await self._store.heartbeat(self._lease, lease_seconds=self._lease_seconds)
             except LeaseLost:
                 self.lease_lost = True
-                if main is not None:
-                    main.cancel()
+                if self._task is not None:
+                    self._task.cancel()
                 return
             except Exception:  # a transient database error: try again next beat
                 log.warning("run %s: heartbeat failed", self.run_id, exc_info=True)
+                continue
+            self._lease = beat.lease
+            if beat.cancel_requested:
+                self.cancel("cancelled")
+
+    async def _write_cancellation(self, reason: str) -> bool:
+        try:
+            await self._finish(
+                status="cancelled",
+                outcome="cancelled",
+                reason=reason,
+                message=None,
+                before=[ChunkEvent(chunk=AbortChunk(reason=reason))],
+            )
+        except _Stop:
+            return True
+        except LeaseLost:
+            self._lost()
+        except Exception:
+            log.exception("run %s: could not record the cancellation", self.run_id)
+        return False
+
+    async def _write_failure(self, error: RunError) -> bool:
+        try:
+            self.emit(ChunkEvent(chunk=ErrorChunk(reason=error.reason, message=error.message)))
+            await self._finish(
+                status="failed", outcome="failed", reason=error.reason, message=None, error=error
+            )
+        except _Stop:
+            return True
+        except LeaseLost:
+            self._lost()
+        except Exception:
+            # The failure could not be recorded (e.g. the database is down): the lease
+            # expires and another runner recovers the run.
+            log.exception("run %s: could not record the failure", self.run_id)
+        return False
 
     # ---- the episode, phase by phase --------------------------------------
 
@@ -181,14 +224,14 @@ class Execution:
         first_step = self._step_count
         while True:
             if self._step_count - first_step >= self._agent.max_steps:
-                await self._complete(reason="MAX_STEPS")
-                return
-            context = await self._resolve_model_context()
+                await self._finish(
+                    status="completed", outcome="completed", reason="MAX_STEPS", message=None
+                )
+            anchor = await self._anchor()
+            context = await self._resolve_model_context(anchor)
             call = await self._prepare_model_step(context)
-            outcome = await self._model_step(call)
-            continue_ = await self._after_step(outcome)
-            if not continue_:
-                return
+            outcome = await self._model_step(call, anchor)
+            await self._after_step(outcome)
 
     async def _start(self) -> None:
         """Apply the run's queued input (if any) and announce that it runs."""
@@ -196,10 +239,15 @@ class Execution:
             # A previous execution was lost: whatever it streamed after its last
             # committed step is void, and readers must drop it.
             self.emit(ChunkEvent(chunk=AbortChunk(reason="recovery")))
+        self.emit(StatusEvent(status="running"))
         queued = self._run.input.get("message")
-        if not isinstance(queued, dict):
-            self.emit(StatusEvent(status="running"))
-            return
+        regenerate = self._run.input.get("regenerate")
+        if isinstance(queued, dict):
+            await self._apply_queued_message(queued)
+        elif isinstance(regenerate, dict):
+            await self._apply_queued_regenerate(str(regenerate.get("target_message_id", "")))
+
+    async def _apply_queued_message(self, queued: dict[str, Any]) -> None:
         parts, metadata = queued.get("parts"), queued.get("metadata")
         message = NewMessage(
             id=str(queued["id"]),
@@ -208,7 +256,6 @@ class Execution:
             metadata=metadata if isinstance(metadata, dict) else {},
             run_id=self.run_id,
         )
-        self.emit(StatusEvent(status="running"))
         await self._commit(
             WriteSet(
                 scope=self._scope,
@@ -220,13 +267,45 @@ class Execution:
             ),
             after=lambda result: [MessageEvent(message=message_from_record(result.messages[0]))],
             count=1,
+            kinds=("messages_committed",),
+        )
+
+    async def _apply_queued_regenerate(self, target_id: str) -> None:
+        target = await self._store.get_messages(self._scope, self._thread_id, [target_id])
+        if not target or target[0].role != "assistant":
+            raise _RunFailure("REGENERATE_TARGET_GONE", f"message {target_id!r} is no longer there")
+        await self._commit(
+            WriteSet(
+                scope=self._scope,
+                thread_id=self._thread_id,
+                truncate_from_message_id=target_id,
+                update_runs=[
+                    RunPatch(
+                        id=self.run_id,
+                        lease=self._lease,
+                        input={"regenerate": {"target_message_id": target_id, "applied": True}},
+                    )
+                ],
+            ),
+            kinds=("messages_removed",),
         )
 
     async def _prepare_run(self) -> None:
         """prepare_run: episode defaults (hooks arrive with the lifecycle)."""
 
-    async def _resolve_model_context(self) -> list[ModelMessage]:
-        """resolve_model_context: the default leaf, every context-visible message in order."""
+    async def _anchor(self) -> int:
+        """The number of messages when the step starts (its physical upper anchor)."""
+        thread = await self._store.get_thread(self._scope, self._thread_id)
+        if thread is None:
+            raise _RunFailure("THREAD_GONE", "the thread was deleted")
+        return thread.message_count
+
+    async def _resolve_model_context(self, anchor: int) -> list[ModelMessage]:
+        """resolve_model_context: the default leaf, every context-visible message in order.
+
+        Capped at the step-start anchor, so messages appended while the step
+        runs never leak into it.
+        """
         records: list[MessageRecord] = []
         token = ""
         while True:
@@ -234,6 +313,7 @@ class Execution:
                 self._scope,
                 self._thread_id,
                 view="context",
+                through_position=anchor - 1,
                 limit=CONTEXT_PAGE,
                 page_token=token,
             )
@@ -257,7 +337,7 @@ class Execution:
             provider_options=self._agent.provider_options,
         )
 
-    async def _model_step(self, call: ModelCall) -> StepOutcome:
+    async def _model_step(self, call: ModelCall, anchor: int) -> StepOutcome:
         """around_model_call + transform_step_stream: stream one step and reduce it."""
         reducer = StepReducer()
         start = StartStepChunk()
@@ -277,7 +357,7 @@ class Execution:
             if aclose is not None:
                 with contextlib.suppress(Exception):
                     await aclose()
-        return StepOutcome(reducer=reducer, request=call, usage=reducer.usage)
+        return StepOutcome(reducer=reducer, request=call, anchor_count=anchor, usage=reducer.usage)
 
     async def _transform_step_stream(
         self, stream: AsyncIterator[StepStreamChunk]
@@ -286,8 +366,8 @@ class Execution:
         async for chunk in stream:
             yield chunk
 
-    async def _after_step(self, outcome: StepOutcome) -> bool:
-        """Tool phases + after_step, then commit the step; return whether to continue."""
+    async def _after_step(self, outcome: StepOutcome) -> None:
+        """Tool phases + after_step, then commit the step with its transition."""
         reducer = outcome.reducer
         if reducer.error is not None:
             raise ModelError(
@@ -300,7 +380,6 @@ class Execution:
                 reason=reducer.aborted.reason or "ABORTED",
                 message=None,
             )
-            return False
         self._usage = self._usage + outcome.usage
         self._step_count += 1
         message = NewMessage(
@@ -310,18 +389,60 @@ class Execution:
             run_id=self.run_id,
             step_index=self._step_count - 1,
         )
-        await self._finish(status="completed", outcome="completed", reason=None, message=message)
-        return False
+        # No tool calls: the run completes, unless a user steered it meanwhile
+        # (steering takes precedence over completion and next-step requests).
+        anchor = outcome.anchor_count
+        while True:
+            try:
+                await self._finish(
+                    status="completed",
+                    outcome="completed",
+                    reason=None,
+                    message=message,
+                    expected_message_count=anchor,
+                )
+            except VersionConflict:
+                steered, anchor = await self._steered_since(outcome.anchor_count)
+                if steered:
+                    await self._commit_step(message)
+                    return
+
+    async def _steered_since(self, anchor: int) -> tuple[bool, int]:
+        """Whether a user message was committed at or after ``anchor``; and the count now."""
+        thread = await self._store.get_thread(self._scope, self._thread_id)
+        if thread is None:
+            raise _RunFailure("THREAD_GONE", "the thread was deleted")
+        newer = await self._store.list_messages(
+            self._scope,
+            self._thread_id,
+            view="all",
+            order="desc",
+            limit=max(1, thread.message_count - anchor),
+        )
+        steered = any(m.role == "user" and m.position >= anchor for m in newer.items)
+        return steered, thread.message_count
 
     # ---- transitions -------------------------------------------------------
 
-    async def _complete(self, *, reason: str | None) -> None:
-        await self._finish(status="completed", outcome="completed", reason=reason, message=None)
-
-    async def _fail(self, error: RunError) -> None:
-        self.emit(ChunkEvent(chunk=ErrorChunk(reason=error.reason, message=error.message)))
-        await self._finish(
-            status="failed", outcome="failed", reason=error.reason, message=None, error=error
+    async def _commit_step(self, message: NewMessage) -> None:
+        """Commit a non-terminal step: its message plus usage and step count."""
+        await self._commit(
+            WriteSet(
+                scope=self._scope,
+                thread_id=self._thread_id,
+                append_messages=[message],
+                update_runs=[
+                    RunPatch(
+                        id=self.run_id,
+                        lease=self._lease,
+                        usage=self._usage.model_dump(mode="json", exclude_none=True),
+                        step_count=self._step_count,
+                    )
+                ],
+            ),
+            after=lambda result: [MessageEvent(message=message_from_record(result.messages[0]))],
+            count=1,
+            kinds=("messages_committed",),
         )
 
     async def _finish(
@@ -332,12 +453,18 @@ class Execution:
         reason: str | None,
         message: NewMessage | None,
         error: RunError | None = None,
+        before: list[RunEventPayload] | None = None,
+        expected_message_count: int | None = None,
     ) -> None:
-        """Commit the terminal transition (with the last step's message, if any)."""
-        final: list[RunEventPayload] = []
+        """Commit the terminal transition (with the last step's message, if any); raise _Stop."""
+        final: list[RunEventPayload] = list(before or [])
         if status == "completed":
             final.append(ChunkEvent(chunk=FinishChunk(total_usage=self._usage)))
-        final.append(StatusEvent(status=status, outcome=outcome, reason=reason, error=error))
+        final.append(
+            StatusEvent.model_validate(
+                {"status": status, "outcome": outcome, "reason": reason, "error": error}
+            )
+        )
 
         def after(result: CommitResult) -> list[RunEventPayload]:
             payloads: list[RunEventPayload] = [
@@ -349,6 +476,7 @@ class Execution:
             WriteSet(
                 scope=self._scope,
                 thread_id=self._thread_id,
+                expected_message_count=expected_message_count,
                 thread=ThreadPatch(active_run_id=PROMOTE_NEXT),
                 append_messages=[message] if message else [],
                 update_runs=[
@@ -368,6 +496,8 @@ class Execution:
             ),
             after=after,
             count=(1 if message else 0) + len(final),
+            kinds=("status", "messages_committed") if message else ("status",),
+            runnable=True,
         )
         raise _Stop
 
@@ -387,14 +517,17 @@ class Execution:
         *,
         after: Callable[[CommitResult], list[RunEventPayload]] | None = None,
         count: int = 0,
+        kinds: tuple[str, ...] = (),
+        runnable: bool = False,
     ) -> CommitResult:
         """Commit ``ws`` with every buffered event, plus ``count`` events built from its result.
 
         ``after(result)`` returns the payloads describing what was committed
         (messages with their assigned positions, the final status). They get
-        their sequence numbers now and land in the same transaction, and are
+        their sequence numbers now, land in the same transaction, and are
         published live only once durable.
         """
+        services = self._services
         built: list[RunEvent] = []
         async with self.sink.lock:
             pending = self.sink.take_pending()
@@ -406,6 +539,9 @@ class Execution:
                     replace(p, last_seq=last) if p.id == self.run_id and p.lease else p
                     for p in ws.update_runs
                 ]
+            ws.notify.append(services.signals.note_run(self.run_id))
+            if runnable:
+                ws.notify.append(services.signals.note_runnable())
 
             def events_after(result: CommitResult) -> list[NewEvent]:
                 payloads = after(result) if after is not None else []
@@ -414,7 +550,7 @@ class Execution:
                 now = datetime.now(UTC)
                 built[:] = [
                     RunEvent(seq=q, time=now, payload=p)
-                    for q, p in zip(seqs, payloads, strict=False)
+                    for q, p in zip(seqs, payloads, strict=True)
                 ]
                 return [
                     NewEvent(self.run_id, e.seq, payload_to_json(e.payload), e.time) for e in built
@@ -428,12 +564,27 @@ class Execution:
         if last is not None:
             self.sink.mark_durable(last)
         self.sink.published(built)
+        hint = None
+        if kinds:
+            visible = tuple(m.id for m in result.messages if m.visible_transcript)
+            hint = ThreadHint(self._thread_id, kinds, visible)
+        services.after_commit(hint=hint, runnable=runnable)
         return result
+
+
+class _RunFailure(Exception):
+    """Internal: fail the run with a specific reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def _error_of(e: BaseException) -> RunError:
     if isinstance(e, ModelError):
         return RunError(reason=e.reason, message=e.message)
+    if isinstance(e, _RunFailure):
+        return RunError(reason=e.reason, message=str(e))
     if isinstance(e, StreamProtocolError):
         return RunError(reason="STREAM_PROTOCOL_ERROR", message=str(e))
     return RunError(reason="INTERNAL", message=f"{type(e).__name__}: {e}")

@@ -14,10 +14,8 @@ import os
 import socket
 
 from pai_grpc.domain import new_id
-from pai_grpc.runtime._agents import AgentRegistry
 from pai_grpc.runtime._execution import Execution
-from pai_grpc.streams import Broker
-from storage import Store
+from pai_grpc.runtime._services import Services
 
 log = logging.getLogger("pai_grpc.runner")
 
@@ -32,27 +30,25 @@ class Runner:
 
     def __init__(
         self,
+        services: Services,
         *,
-        store: Store,
-        broker: Broker,
-        agents: AgentRegistry,
         owner: str | None = None,
         concurrency: int = 32,
         lease_seconds: float = 30.0,
         poll_interval: float = 1.0,
     ) -> None:
-        self._store = store
-        self._broker = broker
-        self._agents = agents
+        self._services = services
         self.owner = owner or default_owner()
         self._concurrency = concurrency
         self._lease_seconds = lease_seconds
         self._poll_interval = poll_interval
         self._wake = asyncio.Event()
-        self._slot_freed = asyncio.Event()
         self._executions: dict[asyncio.Task[None], Execution] = {}
+        self._by_run: dict[str, Execution] = {}
         self._loop_task: asyncio.Task[None] | None = None
         self._stopping = False
+        services.signals.on_runnable(self.wake)
+        services.signals.on_cancel(self._cancel_requested)
 
     @property
     def active(self) -> int:
@@ -69,53 +65,46 @@ class Runner:
         """New work may be runnable: claim now instead of at the next poll."""
         self._wake.set()
 
+    def cancel(self, run_id: str, reason: str = "cancelled") -> bool:
+        """Cancel ``run_id`` if this runner executes it; return whether it did."""
+        execution = self._by_run.get(run_id)
+        if execution is None:
+            return False
+        execution.cancel(reason)
+        return True
+
+    def _cancel_requested(self, run_id: str) -> None:
+        self.cancel(run_id)
+
     async def _loop(self) -> None:
+        store = self._services.store
         while not self._stopping:
-            claimed_any = False
+            self._wake.clear()
             while self.active < self._concurrency and not self._stopping:
                 try:
-                    claimed = await self._store.claim_run(
-                        self.owner, lease_seconds=self._lease_seconds
-                    )
+                    claimed = await store.claim_run(self.owner, lease_seconds=self._lease_seconds)
                 except Exception:
                     log.exception("runner %s: claim failed; retrying", self.owner)
                     await asyncio.sleep(self._poll_interval)
                     break
                 if claimed is None:
                     break
-                claimed_any = True
+                thread = await store.get_thread(claimed.run.scope, claimed.run.thread_id)
+                agent = self._services.agents.get(thread.agent if thread else "")
                 execution = Execution(
-                    store=self._store,
-                    broker=self._broker,
-                    agent=self._agents.get(
-                        await self._agent_of(claimed.run.thread_id, claimed.run.scope)
-                    ),
-                    claimed=claimed,
-                    lease_seconds=self._lease_seconds,
+                    self._services, agent, claimed, lease_seconds=self._lease_seconds
                 )
                 task = asyncio.create_task(execution.run(), name=f"run {claimed.run.id}")
                 self._executions[task] = execution
+                self._by_run[claimed.run.id] = execution
                 task.add_done_callback(self._finished)
-            if claimed_any:
-                continue
-            self._wake.clear()
-            self._slot_freed.clear()
-            waits = [asyncio.ensure_future(self._wake.wait())]
-            if self.active >= self._concurrency:
-                waits.append(asyncio.ensure_future(self._slot_freed.wait()))
-            _, pending = await asyncio.wait(
-                waits, timeout=self._poll_interval, return_when=asyncio.FIRST_COMPLETED
-            )
-            for w in pending:
-                w.cancel()
-
-    async def _agent_of(self, thread_id: str, scope: str) -> str:
-        thread = await self._store.get_thread(scope, thread_id)
-        return thread.agent if thread else ""
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._poll_interval)
 
     def _finished(self, task: asyncio.Task[None]) -> None:
-        self._executions.pop(task, None)
-        self._slot_freed.set()
+        execution = self._executions.pop(task, None)
+        if execution is not None and self._by_run.get(execution.run_id) is execution:
+            del self._by_run[execution.run_id]
         self._wake.set()
         if not task.cancelled() and task.exception() is not None:
             log.error("execution task crashed", exc_info=task.exception())

@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from pai_grpc.domain import RunEvent, RunEventPayload
 from pai_grpc.runtime._records import payload_to_json
-from pai_grpc.streams import Broker, RunChannel
-from storage import Lease, NewEvent, RunPatch, Store, WriteSet
+from pai_grpc.streams import RunChannel
+from storage import Lease, NewEvent, RunPatch, WriteSet
+
+if TYPE_CHECKING:
+    from pai_grpc.runtime._services import Services
 
 #: Flush the chunk log when this many events are buffered ...
 FLUSH_EVENTS = 64
@@ -28,16 +32,16 @@ class EventSink:
     def __init__(
         self,
         *,
-        store: Store,
-        broker: Broker,
+        services: Services,
         scope: str,
         thread_id: str,
         run_id: str,
         lease: Lease,
         last_seq: int,
     ) -> None:
-        self._store = store
-        self._broker = broker
+        self._services = services
+        self._store = services.store
+        self._broker = services.broker
         self._scope = scope
         self._thread_id = thread_id
         self._run_id = run_id
@@ -48,7 +52,7 @@ class EventSink:
         self.lock = asyncio.Lock()
         #: An error from a background flush (e.g. LeaseLost); the execution re-raises it.
         self.failure: Exception | None = None
-        self.channel: RunChannel = broker.open(run_id, first_seq=last_seq + 1)
+        self.channel: RunChannel = self._broker.open(run_id, first_seq=last_seq + 1)
 
     @property
     def last_seq(self) -> int:
@@ -123,6 +127,7 @@ class EventSink:
                             RunPatch(id=self._run_id, lease=self._lease, last_seq=events[-1].seq)
                         ],
                         events=events,
+                        notify=[self._services.signals.note_run(self._run_id)],
                     )
                 )
             except BaseException:

@@ -125,3 +125,17 @@ def page_size(v: Violations, value: int, limits: Limits) -> int:
     if value == 0:
         return limits.default_page_size
     return min(value, limits.max_page_size)
+
+
+def parse_etag(v: Violations, etag: str) -> int | None:
+    """The version an etag names (``None`` when empty)."""
+    if not etag:
+        return None
+    raw = etag.strip()
+    if raw.startswith("W/"):
+        raw = raw[2:]
+    raw = raw.strip('"')
+    if not raw.isdigit():
+        v.add("etag", "is not an etag issued by this service")
+        return None
+    return int(raw)

@@ -1,4 +1,4 @@
-"""The gRPC application: servicers, health, reflection, embedded runner, graceful drain."""
+"""Processes: the gRPC application (API + embedded runner) and runner-only workers."""
 
 from __future__ import annotations
 
@@ -32,6 +32,15 @@ SERVICE_NAMES = (
 MAX_MESSAGE_BYTES = 16 << 20
 
 
+async def _until_signal() -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("signal received")
+
+
 class App:
     """One server process: the gRPC server plus (by default) an embedded runner."""
 
@@ -50,7 +59,6 @@ class App:
         self.health = health.aio.HealthServicer()
         self.server: grpc.aio.Server | None = None
         self.port = 0
-        self._stopped = asyncio.Event()
 
     async def start(self) -> int:
         """Check the schema, start the runner and the server; return the bound port."""
@@ -63,15 +71,13 @@ class App:
             tool_service_pb2,
         )
 
+        await self.runtime.services.signals.start()
         if self.settings.embedded_runner:
             self.runner = Runner(
-                store=self.store,
-                broker=self.runtime.broker,
-                agents=self.runtime.agents,
+                self.runtime.services,
                 concurrency=self.settings.runner_concurrency,
                 lease_seconds=self.settings.lease_seconds,
             )
-            self.runtime.on_runnable(self.runner.wake)
             self.runner.start()
         server = grpc.aio.server(
             options=[
@@ -111,17 +117,46 @@ class App:
         if self.server is not None:
             tasks.append(self.server.stop(grace))
         await asyncio.gather(*tasks)
+        await self.runtime.services.signals.close()
         await self.store.close()
         log.info("drained; bye")
-        self._stopped.set()
 
     async def run_until_signal(self) -> None:
         """Serve until SIGTERM or SIGINT, then drain."""
         await self.start()
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        log.info("signal received")
+        await _until_signal()
+        await self.stop()
+
+
+class RunnerProcess:
+    """A runner-only process: claims and executes runs from the shared database."""
+
+    def __init__(
+        self, settings: Settings, agents: AgentRegistry, *, store: Store | None = None
+    ) -> None:
+        self.settings = settings
+        self.store = store or Store.open(settings.database_url)
+        self.runtime = Runtime(self.store, agents)
+        self.runner = Runner(
+            self.runtime.services,
+            concurrency=settings.runner_concurrency,
+            lease_seconds=settings.lease_seconds,
+        )
+
+    async def start(self) -> None:
+        """Check the schema and start claiming."""
+        await check_schema(self.store.engines.write)
+        await self.runtime.services.signals.start()
+        self.runner.start()
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Finish or hand back in-flight runs, then close."""
+        await self.runner.stop(self.settings.grace_seconds if grace is None else grace)
+        await self.runtime.services.signals.close()
+        await self.store.close()
+
+    async def run_until_signal(self) -> None:
+        """Run until SIGTERM or SIGINT, then drain."""
+        await self.start()
+        await _until_signal()
         await self.stop()

@@ -38,5 +38,25 @@ class RunService(pb_grpc.RunServiceServicer):
         async for event in events:
             yield pb.StreamRunResponse(event=run_event_to_proto(event))
 
+    @guarded
+    async def ListRuns(self, request: pb.ListRunsRequest, context: Context) -> pb.ListRunsResponse:
+        """List a thread's runs, newest first."""
+        scope = self._scopes.resolve(context)
+        runs, token = await self._runtime.list_runs(
+            scope, request.thread_id, page_size_=request.page_size, page_token=request.page_token
+        )
+        return pb.ListRunsResponse(runs=[run_to_proto(r) for r in runs], next_page_token=token)
+
+    @guarded
+    async def CancelRun(
+        self, request: pb.CancelRunRequest, context: Context
+    ) -> pb.CancelRunResponse:
+        """Cancel a queued, running or waiting run."""
+        scope = self._scopes.resolve(context)
+        run = await self._runtime.cancel_run(
+            scope, request.run_id, reason=request.reason if request.HasField("reason") else None
+        )
+        return pb.CancelRunResponse(run=run_to_proto(run))
+
 
 fill_unimplemented(RunService, "pai.v1.RunService")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from pai.v1 import thread_service_pb2 as pb
@@ -13,13 +14,23 @@ from pai_grpc.convert import (
     sort_order_from_proto,
     struct_from_proto,
     thread_to_proto,
+    value_from_proto,
 )
 from pai_grpc.domain import MessagePart
 from pai_grpc.errors import FieldViolation, InvalidArgument
-from pai_grpc.runtime import Runtime, SendInput
+from pai_grpc.runtime import RegenerateInput, Runtime, SendInput, TriggerInput
 from pai_grpc.server._errors import Context, fill_unimplemented, guarded
 from pai_grpc.server._scope import ScopeResolver
 
+_CHANGES = {
+    "snapshot": pb.THREAD_CHANGE_SNAPSHOT,
+    "status": pb.THREAD_CHANGE_STATUS,
+    "messages_committed": pb.THREAD_CHANGE_MESSAGES_COMMITTED,
+    "messages_removed": pb.THREAD_CHANGE_MESSAGES_REMOVED,
+    "visibility": pb.THREAD_CHANGE_VISIBILITY,
+    "metadata": pb.THREAD_CHANGE_METADATA,
+    "deleted": pb.THREAD_CHANGE_DELETED,
+}
 _DELIVERY = {
     pb.DELIVERY_UNSPECIFIED: "queue",
     pb.DELIVERY_QUEUE: "queue",
@@ -123,6 +134,104 @@ class ThreadService(pb_grpc.ThreadServiceServicer):
             ),
         )
         return pb.SendResponse(run=run_handle_to_proto(handle))
+
+    @guarded
+    async def ListThreads(
+        self, request: pb.ListThreadsRequest, context: Context
+    ) -> pb.ListThreadsResponse:
+        """List the caller's threads, newest first."""
+        scope = self._scopes.resolve(context)
+        threads, token = await self._runtime.list_threads(
+            scope, page_size_=request.page_size, page_token=request.page_token
+        )
+        return pb.ListThreadsResponse(
+            threads=[thread_to_proto(t) for t in threads], next_page_token=token
+        )
+
+    @guarded
+    async def DeleteThread(
+        self, request: pb.DeleteThreadRequest, context: Context
+    ) -> pb.DeleteThreadResponse:
+        """Delete an idle thread."""
+        scope = self._scopes.resolve(context)
+        await self._runtime.delete_thread(scope, request.thread_id, etag=request.etag)
+        return pb.DeleteThreadResponse()
+
+    @guarded
+    async def UpdateThreadMetadata(
+        self, request: pb.UpdateThreadMetadataRequest, context: Context
+    ) -> pb.UpdateThreadMetadataResponse:
+        """Merge or replace public metadata."""
+        scope = self._scopes.resolve(context)
+        thread = await self._runtime.update_thread_metadata(
+            scope,
+            request.thread_id,
+            convert_struct(request.metadata, request.HasField("metadata"), "metadata"),
+            replace=request.replace,
+            etag=request.etag,
+        )
+        return pb.UpdateThreadMetadataResponse(thread=thread_to_proto(thread))
+
+    @guarded
+    async def Trigger(self, request: pb.TriggerRequest, context: Context) -> pb.TriggerResponse:
+        """Start (or queue) a run with an operation input and no user message."""
+        scope = self._scopes.resolve(context)
+        try:
+            value = value_from_proto(request.input) if request.HasField("input") else None
+        except ValueError as e:
+            raise InvalidArgument.field("input", str(e)) from e
+        handle = await self._runtime.trigger(
+            scope,
+            TriggerInput(
+                thread_id=request.thread_id,
+                input=value,
+                request_id=request.request_id,
+                run_metadata=convert_struct(request.run_metadata, True, "run_metadata")
+                if request.HasField("run_metadata")
+                else None,
+            ),
+        )
+        return pb.TriggerResponse(run=run_handle_to_proto(handle))
+
+    @guarded
+    async def Regenerate(
+        self, request: pb.RegenerateRequest, context: Context
+    ) -> pb.RegenerateResponse:
+        """Re-answer from a target assistant message."""
+        scope = self._scopes.resolve(context)
+        result = await self._runtime.regenerate(
+            scope,
+            RegenerateInput(
+                thread_id=request.thread_id,
+                message_id=request.message_id,
+                request_id=request.request_id,
+                etag=request.etag,
+                run_metadata=convert_struct(request.run_metadata, True, "run_metadata")
+                if request.HasField("run_metadata")
+                else None,
+            ),
+        )
+        return pb.RegenerateResponse(
+            run=run_handle_to_proto(result.run),
+            removed_message_ids=result.removed_message_ids,
+            retained_message_ids=result.retained_message_ids,
+        )
+
+    @guarded
+    async def WatchThread(
+        self, request: pb.WatchThreadRequest, context: Context
+    ) -> AsyncIterator[pb.WatchThreadResponse]:
+        """Stream head events: a snapshot, then status, message and metadata changes."""
+        scope = self._scopes.resolve(context)
+        changes = await self._runtime.watch_thread(
+            scope, request.thread_id, after_version=request.after_version
+        )
+        async for change in changes:
+            yield pb.WatchThreadResponse(
+                thread=thread_to_proto(change.thread),
+                change=_CHANGES[change.change],
+                message_ids=change.message_ids,
+            )
 
 
 fill_unimplemented(ThreadService, "pai.v1.ThreadService")

@@ -1,5 +1,13 @@
-"""Run event streams: in-process broker and wake-ups."""
+"""Run event streams and thread head hints: in-process fan-out and wake-ups."""
 
 from pai_grpc.streams._broker import CHANNEL_WINDOW, Broker, RunChannel
+from pai_grpc.streams._threads import ThreadHint, ThreadHub, ThreadSubscription
 
-__all__ = ["CHANNEL_WINDOW", "Broker", "RunChannel"]
+__all__ = [
+    "CHANNEL_WINDOW",
+    "Broker",
+    "RunChannel",
+    "ThreadHint",
+    "ThreadHub",
+    "ThreadSubscription",
+]

@@ -501,7 +501,9 @@ async def test_heartbeat_extends_and_release_hands_back(store: Store) -> None:
     thread_id = await make_thread(store)
     await start_run(store, thread_id)
     claimed = await claim(store, "r1", lease=1)
-    extended = await store.heartbeat(claimed.lease, lease_seconds=60)
+    beat = await store.heartbeat(claimed.lease, lease_seconds=60)
+    extended = beat.lease
+    assert not beat.cancel_requested
     assert extended.expires_at - claimed.lease.expires_at > timedelta(seconds=30)
     assert await store.claim_run("r2", lease_seconds=5) is None
     await store.release(extended)

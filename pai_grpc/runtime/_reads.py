@@ -1,0 +1,297 @@
+"""Reads by scope: heads, pages, runs, and the two streams (StreamRun, WatchThread)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from pai_grpc.domain import (
+    TERMINAL_RUN_STATUSES,
+    Message,
+    PendingAction,
+    Run,
+    RunEvent,
+    StatusEvent,
+    Thread,
+)
+from pai_grpc.errors import FailedPrecondition, InvalidArgument, NotFoundError
+from pai_grpc.runtime._records import (
+    event_from_record,
+    message_from_record,
+    pending_action_from_record,
+    run_from_record,
+    thread_from_record,
+)
+from pai_grpc.runtime._services import Services
+from pai_grpc.runtime._validate import Violations, check_id, page_size
+from pai_grpc.streams import ThreadHint
+from storage import InvalidPageToken, ThreadRecord
+from storage import NotFound as StorageNotFound
+
+#: Fallback poll interval when no wake-up arrives (cross-process on SQLite, lost NOTIFY).
+FOLLOW_POLL_SECONDS = 0.5
+WATCH_POLL_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class ThreadChange:
+    """One WatchThread event: the public head and what changed."""
+
+    thread: Thread
+    change: str
+    message_ids: list[str] = field(default_factory=list)
+
+
+def _public(record: ThreadRecord) -> tuple[object, ...]:
+    """The client-visible projection of a head; private-only writes never change it."""
+    return (record.status, record.metadata, record.message_count, record.active_run_id)
+
+
+class Reads:
+    """Scoped reads and streams."""
+
+    services: Services
+
+    async def get_thread(self, scope: str, thread_id: str) -> Thread:
+        """A thread head of the scope."""
+        v = Violations()
+        check_id(v, "thread_id", "thr", thread_id)
+        v.raise_if_any()
+        record = await self.services.store.get_thread(scope, thread_id)
+        if record is None:
+            raise NotFoundError("thread", thread_id)
+        return thread_from_record(record)
+
+    async def list_threads(
+        self, scope: str, *, page_size_: int = 0, page_token: str = ""
+    ) -> tuple[list[Thread], str]:
+        """The scope's threads, newest first."""
+        v = Violations()
+        size = page_size(v, page_size_, self.services.limits)
+        v.raise_if_any()
+        try:
+            page = await self.services.store.list_threads(scope, limit=size, page_token=page_token)
+        except InvalidPageToken as e:
+            raise InvalidArgument.field("page_token", str(e), reason="INVALID_PAGE_TOKEN") from e
+        return [thread_from_record(r) for r in page.items], page.next_page_token
+
+    async def list_messages(
+        self,
+        scope: str,
+        thread_id: str,
+        *,
+        page_size_: int = 0,
+        page_token: str = "",
+        order: str = "asc",
+        after_message_id: str = "",
+        before_message_id: str = "",
+    ) -> tuple[list[Message], str]:
+        """A page of the thread's transcript."""
+        v = Violations()
+        check_id(v, "thread_id", "thr", thread_id)
+        check_id(v, "after_message_id", "msg", after_message_id, required=False)
+        check_id(v, "before_message_id", "msg", before_message_id, required=False)
+        size = page_size(v, page_size_, self.services.limits)
+        v.raise_if_any()
+        try:
+            page = await self.services.store.list_messages(
+                scope,
+                thread_id,
+                view="transcript",
+                order=order,
+                after_message_id=after_message_id or None,
+                before_message_id=before_message_id or None,
+                limit=size,
+                page_token=page_token,
+            )
+        except InvalidPageToken as e:
+            raise InvalidArgument.field("page_token", str(e), reason="INVALID_PAGE_TOKEN") from e
+        except StorageNotFound as e:
+            if e.kind == "message":
+                field_ = "after_message_id" if e.key == after_message_id else "before_message_id"
+                raise InvalidArgument.field(
+                    field_, "is not a message of this thread", reason="UNKNOWN_MESSAGE"
+                ) from e
+            raise NotFoundError(e.kind, e.key) from e
+        return [message_from_record(r) for r in page.items], page.next_page_token
+
+    async def get_run(self, scope: str, run_id: str) -> tuple[Run, list[PendingAction]]:
+        """A run of the scope with its open pending actions."""
+        v = Violations()
+        check_id(v, "run_id", "run", run_id)
+        v.raise_if_any()
+        record = await self.services.store.get_run(scope, run_id)
+        if record is None:
+            raise NotFoundError("run", run_id)
+        pending = await self.services.store.list_pending_actions(scope, run_id, status="open")
+        return run_from_record(record), [pending_action_from_record(p) for p in pending]
+
+    async def list_runs(
+        self, scope: str, thread_id: str, *, page_size_: int = 0, page_token: str = ""
+    ) -> tuple[list[Run], str]:
+        """The thread's runs, newest first."""
+        v = Violations()
+        check_id(v, "thread_id", "thr", thread_id)
+        size = page_size(v, page_size_, self.services.limits)
+        v.raise_if_any()
+        try:
+            page = await self.services.store.list_runs(
+                scope, thread_id, limit=size, page_token=page_token
+            )
+        except InvalidPageToken as e:
+            raise InvalidArgument.field("page_token", str(e), reason="INVALID_PAGE_TOKEN") from e
+        except StorageNotFound as e:
+            raise NotFoundError(e.kind, e.key) from e
+        return [run_from_record(r) for r in page.items], page.next_page_token
+
+    # ---- StreamRun ---------------------------------------------------------
+
+    async def stream_run(
+        self, scope: str, run_id: str, *, after_seq: int = 0
+    ) -> AsyncIterator[RunEvent]:
+        """Events of a run after ``after_seq``: the log first, then live, until terminal.
+
+        Events of a run executing in this process come from its live channel
+        the moment they are emitted; otherwise the chunk log is followed and
+        readers are woken by commits (and, across processes, notifications).
+        """
+        v = Violations()
+        check_id(v, "run_id", "run", run_id)
+        if after_seq < 0:
+            v.add("after_seq", "must not be negative")
+        v.raise_if_any()
+        record = await self.services.store.get_run(scope, run_id)
+        if record is None:
+            raise NotFoundError("run", run_id)
+        if after_seq > record.last_seq and record.status in TERMINAL_RUN_STATUSES:
+            raise FailedPrecondition(
+                f"run {run_id!r} ended at seq {record.last_seq}; "
+                f"after_seq {after_seq} is beyond it",
+                reason="SEQ_OUT_OF_RANGE",
+            )
+        return self._follow(scope, run_id, after_seq)
+
+    async def _follow(self, scope: str, run_id: str, cursor: int) -> AsyncIterator[RunEvent]:
+        broker, store = self.services.broker, self.services.store
+        while True:
+            channel = broker.channel(run_id)
+            delivered = False
+            if channel is not None and channel.covers(cursor):
+                for event in channel.since(cursor):
+                    yield event
+                    cursor = event.seq
+                    delivered = True
+                    if _is_terminal(event):
+                        return
+            else:
+                for rec in await store.read_events(scope, run_id, after_seq=cursor):
+                    event = event_from_record(rec)
+                    yield event
+                    cursor = event.seq
+                    delivered = True
+                    if _is_terminal(event):
+                        return
+            if delivered:
+                continue
+            if channel is None:
+                record = await store.get_run(scope, run_id)
+                if record is None:
+                    return
+                if record.status in TERMINAL_RUN_STATUSES and record.last_seq <= cursor:
+                    return
+            elif channel.closed and channel.aborted:
+                # The execution lost its lease: what it streamed past the log is void.
+                cursor = min(cursor, channel.durable_seq)
+            await broker.wait(run_id, FOLLOW_POLL_SECONDS)
+
+    # ---- WatchThread -------------------------------------------------------
+
+    async def watch_thread(
+        self, scope: str, thread_id: str, *, after_version: int = 0
+    ) -> AsyncIterator[ThreadChange]:
+        """Head events of a thread: a snapshot, then every client-visible change.
+
+        Private metadata never appears, and a private-only write produces no
+        event (LC-06): watchers compare the public projection of the head.
+        """
+        v = Violations()
+        check_id(v, "thread_id", "thr", thread_id)
+        if after_version < 0:
+            v.add("after_version", "must not be negative")
+        v.raise_if_any()
+        hub = self.services.threads
+        sub = hub.subscribe(thread_id)  # before reading, so no change slips between
+        try:
+            record = await self.services.store.get_thread(scope, thread_id)
+            if record is None:
+                raise NotFoundError("thread", thread_id)
+        except BaseException:
+            hub.unsubscribe(sub)
+            raise
+        return self._watch(scope, thread_id, record, after_version, sub)
+
+    async def _watch(
+        self,
+        scope: str,
+        thread_id: str,
+        record: ThreadRecord,
+        after_version: int,
+        sub: object,
+    ) -> AsyncIterator[ThreadChange]:
+        from pai_grpc.streams import ThreadSubscription
+
+        assert isinstance(sub, ThreadSubscription)
+        store, hub = self.services.store, self.services.threads
+        try:
+            if record.version > after_version:
+                yield ThreadChange(thread_from_record(record), "snapshot")
+            last = record
+            while True:
+                hints: list[ThreadHint] = []
+                with contextlib.suppress(TimeoutError):
+                    hints.append(await asyncio.wait_for(sub.queue.get(), WATCH_POLL_SECONDS))
+                while not sub.queue.empty():
+                    hints.append(sub.queue.get_nowait())
+                current = await store.get_thread(scope, thread_id)
+                if current is None:
+                    yield ThreadChange(thread_from_record(last), "deleted")
+                    return
+                for change in _changes(last, current, hints):
+                    yield change
+                if _public(current) != _public(last) or any("visibility" in h.kinds for h in hints):
+                    last = current
+        finally:
+            hub.unsubscribe(sub)
+
+
+def _changes(
+    before: ThreadRecord, after: ThreadRecord, hints: list[ThreadHint]
+) -> list[ThreadChange]:
+    """The client-visible changes between two heads (hints name the messages)."""
+    head = thread_from_record(after)
+    hinted: dict[str, list[str]] = {}
+    for hint in hints:
+        for kind in hint.kinds:
+            hinted.setdefault(kind, []).extend(hint.message_ids)
+    out: list[ThreadChange] = []
+    if after.status != before.status or after.active_run_id != before.active_run_id:
+        out.append(ThreadChange(head, "status"))
+    if after.message_count != before.message_count or "messages_removed" in hinted:
+        if "messages_removed" in hinted or after.message_count < before.message_count:
+            out.append(ThreadChange(head, "messages_removed", hinted.get("messages_removed", [])))
+        if "messages_committed" in hinted or after.message_count > before.message_count:
+            out.append(
+                ThreadChange(head, "messages_committed", hinted.get("messages_committed", []))
+            )
+    if after.metadata != before.metadata:
+        out.append(ThreadChange(head, "metadata"))
+    if "visibility" in hinted:
+        out.append(ThreadChange(head, "visibility", hinted["visibility"]))
+    return out
+
+
+def _is_terminal(event: RunEvent) -> bool:
+    payload = event.payload
+    return isinstance(payload, StatusEvent) and payload.status in TERMINAL_RUN_STATUSES

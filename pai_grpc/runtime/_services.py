@@ -1,0 +1,66 @@
+"""The shared services of one process's runtime."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pai_grpc.runtime._agents import AgentRegistry
+from pai_grpc.runtime._signals import Signals
+from pai_grpc.runtime._validate import Limits
+from pai_grpc.streams import Broker, ThreadHint, ThreadHub
+from storage import CommitResult, Store, WriteSet
+
+
+@dataclass
+class Services:
+    """Storage, fan-out and wake-ups shared by mutations, readers and runners."""
+
+    store: Store
+    agents: AgentRegistry
+    broker: Broker
+    threads: ThreadHub
+    signals: Signals
+    limits: Limits
+
+    @classmethod
+    def create(cls, store: Store, agents: AgentRegistry, limits: Limits | None = None) -> Services:
+        """Services with fresh in-process hubs."""
+        broker, threads = Broker(), ThreadHub()
+        return cls(
+            store=store,
+            agents=agents,
+            broker=broker,
+            threads=threads,
+            signals=Signals(store, broker, threads),
+            limits=limits or Limits(),
+        )
+
+    async def commit(
+        self,
+        ws: WriteSet,
+        *,
+        hint: ThreadHint | None = None,
+        runnable: bool = False,
+        runs: tuple[str, ...] = (),
+    ) -> CommitResult:
+        """Commit a write set and deliver its wake-ups (here at once, elsewhere by NOTIFY)."""
+        if hint is not None:
+            ws.notify.append(self.signals.note_thread(hint))
+        if runnable:
+            ws.notify.append(self.signals.note_runnable())
+        for run_id in runs:
+            ws.notify.append(self.signals.note_run(run_id))
+        result = await self.store.commit(ws)
+        self.after_commit(hint=hint, runnable=runnable, runs=runs)
+        return result
+
+    def after_commit(
+        self, *, hint: ThreadHint | None = None, runnable: bool = False, runs: tuple[str, ...] = ()
+    ) -> None:
+        """Fire the local side of a commit's wake-ups."""
+        if hint is not None:
+            self.signals.fire_thread(hint)
+        for run_id in runs:
+            self.broker.notify(run_id)
+        if runnable:
+            self.signals.fire_runnable()
