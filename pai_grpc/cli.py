@@ -73,11 +73,11 @@ def cmd_migrate(ns: argparse.Namespace) -> int:
     async def run() -> None:
         store = Store.open(settings.database_url)
         try:
-            before = await current_revision(store.engines.write)
-            await upgrade(store.engines.write)
+            before = await current_revision(store)
+            await upgrade(store)
             log.info(
                 "database %s: %s -> %s",
-                store.engines.write.url.render_as_string(hide_password=True),
+                store.engines.render_url(),
                 before or "empty",
                 head_revision(),
             )

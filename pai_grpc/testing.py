@@ -46,7 +46,7 @@ class InProcessServer:
 async def migrated_store(database_url: str) -> Store:
     """A provider for ``database_url`` with the schema at head."""
     store = Store.open(database_url)
-    await upgrade(store.engines.write)
+    await upgrade(store)
     return store
 
 

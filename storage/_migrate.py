@@ -1,4 +1,4 @@
-"""Alembic migrations, run from the async engine.
+"""Alembic migrations, run through the provider's transaction runner.
 
 ``pai-grpc migrate`` applies them; ``serve`` refuses to start unless the
 database is exactly at this code's head (an older database needs
@@ -8,15 +8,17 @@ database is exactly at this code's head (an older database needs
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from storage.errors import SchemaMismatch
+
+if TYPE_CHECKING:
+    from storage._provider import Store
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
@@ -37,28 +39,25 @@ def head_revision() -> str:
     return heads[0]
 
 
-async def current_revision(engine: AsyncEngine) -> str | None:
+async def current_revision(store: Store) -> str | None:
     """The revision the database is at (``None`` when unmigrated)."""
-    async with engine.connect() as conn:
-        return await conn.run_sync(lambda c: MigrationContext.configure(c).get_current_revision())
+    return await store.engines.read(lambda c: MigrationContext.configure(c).get_current_revision())
 
 
-async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
+async def upgrade(store: Store, revision: str = "head") -> None:
     """Upgrade the database to ``revision``."""
-    async with engine.begin() as conn:
-        await conn.run_sync(lambda c: command.upgrade(alembic_config(c), revision))
+    await store.engines.write(lambda c: command.upgrade(alembic_config(c), revision))
 
 
-async def downgrade(engine: AsyncEngine, revision: str) -> None:
+async def downgrade(store: Store, revision: str) -> None:
     """Downgrade the database to ``revision`` (``base`` drops everything)."""
-    async with engine.begin() as conn:
-        await conn.run_sync(lambda c: command.downgrade(alembic_config(c), revision))
+    await store.engines.write(lambda c: command.downgrade(alembic_config(c), revision))
 
 
-async def check_schema(engine: AsyncEngine) -> None:
+async def check_schema(store: Store) -> None:
     """Raise :class:`SchemaMismatch` unless the database is at the head revision."""
     head = head_revision()
-    current = await current_revision(engine)
+    current = await current_revision(store)
     if current == head:
         return
     if current is None:

@@ -92,7 +92,7 @@ async def open_store(backend: str, tmp_path: Path, *, migrate: bool = True) -> A
         provider = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
         try:
             if migrate:
-                await upgrade(provider.engines.write)
+                await upgrade(provider)
             yield provider
         finally:
             await provider.close()
@@ -101,7 +101,7 @@ async def open_store(backend: str, tmp_path: Path, *, migrate: bool = True) -> A
         provider = Store.open(POSTGRES_URL, schema=schema, pool_size=30)
         try:
             if migrate:
-                await upgrade(provider.engines.write)
+                await upgrade(provider)
             yield provider
         finally:
             await provider.close()
@@ -111,6 +111,16 @@ async def open_store(backend: str, tmp_path: Path, *, migrate: bool = True) -> A
 def backend(request: pytest.FixtureRequest) -> str:
     """Each storage backend in turn."""
     return str(request.param)
+
+
+@pytest.fixture
+async def database_url(backend: str, tmp_path: Path) -> AsyncIterator[str]:
+    """A database URL of each backend, isolated to this test."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'pai.db'}"
+        return
+    async with private_schema() as schema:
+        yield f"{POSTGRES_URL}?schema={schema}"
 
 
 @pytest.fixture

@@ -95,7 +95,7 @@ async def bench_store(backend: str, workdir: Path) -> AsyncIterator[Store]:
         store = Store.open(
             f"sqlite:///{workdir / f'bench-{uuid.uuid4().hex[:8]}.db'}", pool_size=20
         )
-        await upgrade(store.engines.write)
+        await upgrade(store)
         try:
             yield store
         finally:
@@ -108,7 +108,7 @@ async def bench_store(backend: str, workdir: Path) -> AsyncIterator[Store]:
     await conn.execute(f"CREATE SCHEMA {schema}")
     store = Store.open(POSTGRES_URL, schema=schema, pool_size=20)
     try:
-        await upgrade(store.engines.write)
+        await upgrade(store)
         yield store
     finally:
         await store.close()

@@ -51,11 +51,9 @@ def _append(thread_id: str) -> WriteSet:
 async def run(report: Report, backend: str, workdir: Path) -> None:
     """Measure one backend."""
     async with bench_store(backend, workdir) as store:
-        engine = store.engines.write
 
         async def trivial() -> None:
-            async with engine.connect() as conn, conn.begin():
-                await conn.execute(text("SELECT 1"))
+            await store.run_in_transaction(lambda c: c.execute(text("SELECT 1")))
 
         base = await rate(trivial)
         report.add(Result(backend, "baseline: empty write transaction", base, "txn/s"))

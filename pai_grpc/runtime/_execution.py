@@ -50,7 +50,6 @@ from storage import (
     ClaimedRun,
     CommitResult,
     LeaseLost,
-    MessageRecord,
     NewEvent,
     NewMessage,
     RunPatch,
@@ -58,11 +57,9 @@ from storage import (
     VersionConflict,
     WriteSet,
 )
+from storage import NotFound as StorageNotFound
 
 log = logging.getLogger("pai_grpc.runtime")
-
-#: Page size used when the default context leaf collects every context message.
-CONTEXT_PAGE = 500
 
 
 class _Stop(Exception):
@@ -149,8 +146,10 @@ class Execution:
             else:
                 # Shutdown: hand the run back so another runner resumes it at once.
                 aborted = True
-                with contextlib.suppress(Exception):
+                try:
                     await asyncio.shield(self._store.release(self._lease))
+                except BaseException as e:
+                    log.warning("run %s: could not release the lease: %r", self.run_id, e)
                 raise
         except Exception as e:  # any other failure fails the run, with its reason
             log.exception("run %s failed", self.run_id)
@@ -184,6 +183,10 @@ class Execution:
                 self.cancel("cancelled")
 
     async def _write_cancellation(self, reason: str) -> bool:
+        with contextlib.suppress(Exception):
+            record = await self._store.get_run(self._scope, self.run_id)
+            if record is not None and record.cancel_requested_at and record.reason:
+                reason = record.reason  # the canceller's reason
         try:
             await self._finish(
                 status="cancelled",
@@ -227,8 +230,7 @@ class Execution:
                 await self._finish(
                     status="completed", outcome="completed", reason="MAX_STEPS", message=None
                 )
-            anchor = await self._anchor()
-            context = await self._resolve_model_context(anchor)
+            anchor, context = await self._resolve_model_context()
             call = await self._prepare_model_step(context)
             outcome = await self._model_step(call, anchor)
             await self._after_step(outcome)
@@ -244,7 +246,7 @@ class Execution:
         regenerate = self._run.input.get("regenerate")
         if isinstance(queued, dict):
             await self._apply_queued_message(queued)
-        elif isinstance(regenerate, dict):
+        elif isinstance(regenerate, dict) and not regenerate.get("applied"):
             await self._apply_queued_regenerate(str(regenerate.get("target_message_id", "")))
 
     async def _apply_queued_message(self, queued: dict[str, Any]) -> None:
@@ -293,35 +295,18 @@ class Execution:
     async def _prepare_run(self) -> None:
         """prepare_run: episode defaults (hooks arrive with the lifecycle)."""
 
-    async def _anchor(self) -> int:
-        """The number of messages when the step starts (its physical upper anchor)."""
-        thread = await self._store.get_thread(self._scope, self._thread_id)
-        if thread is None:
-            raise _RunFailure("THREAD_GONE", "the thread was deleted")
-        return thread.message_count
-
-    async def _resolve_model_context(self, anchor: int) -> list[ModelMessage]:
+    async def _resolve_model_context(self) -> tuple[int, list[ModelMessage]]:
         """resolve_model_context: the default leaf, every context-visible message in order.
 
-        Capped at the step-start anchor, so messages appended while the step
-        runs never leak into it.
+        Returns the step's physical anchor (the number of messages when the
+        step starts) with the context, read from one snapshot, so messages
+        appended while the step runs never leak into it.
         """
-        records: list[MessageRecord] = []
-        token = ""
-        while True:
-            page = await self._store.list_messages(
-                self._scope,
-                self._thread_id,
-                view="context",
-                through_position=anchor - 1,
-                limit=CONTEXT_PAGE,
-                page_token=token,
-            )
-            records.extend(page.items)
-            token = page.next_page_token
-            if not token:
-                break
-        return to_model_messages(message_from_record(r) for r in records)
+        try:
+            head, records = await self._store.context(self._scope, self._thread_id)
+        except StorageNotFound as e:
+            raise _RunFailure("THREAD_GONE", "the thread was deleted") from e
+        return head.message_count, to_model_messages(message_from_record(r) for r in records)
 
     async def _prepare_model_step(self, context: list[ModelMessage]) -> ModelCall:
         """prepare_model_step: the effective request of this step."""

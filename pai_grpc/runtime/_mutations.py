@@ -571,7 +571,13 @@ class Mutations:
                 scope=scope,
                 thread_id=run.thread_id,
                 update_runs=[
-                    RunPatch(id=run.id, expect_status=("running",), cancel_requested_at=NOW)
+                    # The reason travels with the request; the lease holder reads it back.
+                    RunPatch(
+                        id=run.id,
+                        expect_status=("running",),
+                        cancel_requested_at=NOW,
+                        reason=reason,
+                    )
                 ],
                 notify=[services.signals.note_cancel(run.id)],
             )

@@ -16,8 +16,11 @@ import socket
 from pai_grpc.domain import new_id
 from pai_grpc.runtime._execution import Execution
 from pai_grpc.runtime._services import Services
+from storage import ClaimedRun
 
 log = logging.getLogger("pai_grpc.runner")
+
+AGENT_CACHE_SIZE = 10_000
 
 
 def default_owner() -> str:
@@ -47,6 +50,7 @@ class Runner:
         self._by_run: dict[str, Execution] = {}
         self._loop_task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._agent_cache: dict[str, str] = {}
         services.signals.on_runnable(self.wake)
         services.signals.on_cancel(self._cancel_requested)
 
@@ -89,8 +93,7 @@ class Runner:
                     break
                 if claimed is None:
                     break
-                thread = await store.get_thread(claimed.run.scope, claimed.run.thread_id)
-                agent = self._services.agents.get(thread.agent if thread else "")
+                agent = self._services.agents.get(await self._agent_of(claimed))
                 execution = Execution(
                     self._services, agent, claimed, lease_seconds=self._lease_seconds
                 )
@@ -100,6 +103,18 @@ class Runner:
                 task.add_done_callback(self._finished)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._poll_interval)
+
+    async def _agent_of(self, claimed: ClaimedRun) -> str:
+        # A thread's agent never changes, so one lookup per thread is enough.
+        thread_id = claimed.run.thread_id
+        agent = self._agent_cache.get(thread_id)
+        if agent is None:
+            thread = await self._services.store.get_thread(claimed.run.scope, thread_id)
+            agent = thread.agent if thread else ""
+            if len(self._agent_cache) >= AGENT_CACHE_SIZE:
+                self._agent_cache.pop(next(iter(self._agent_cache)))
+            self._agent_cache[thread_id] = agent
+        return agent
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         execution = self._executions.pop(task, None)
@@ -118,8 +133,9 @@ class Runner:
         self._stopping = True
         self._wake.set()
         if self._loop_task is not None:
-            self._loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            # Let the loop finish on its own: a claim in flight must become an
+            # execution (and be drained) rather than be abandoned with its lease.
+            with contextlib.suppress(Exception):
                 await self._loop_task
         tasks = list(self._executions)
         if tasks:

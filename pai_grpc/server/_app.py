@@ -62,7 +62,7 @@ class App:
 
     async def start(self) -> int:
         """Check the schema, start the runner and the server; return the bound port."""
-        await check_schema(self.store.engines.write)
+        await check_schema(self.store)
         # Register every contract file so reflection can describe all six services.
         from pai.v1 import (  # noqa: F401
             admin_service_pb2,
@@ -145,7 +145,7 @@ class RunnerProcess:
 
     async def start(self) -> None:
         """Check the schema and start claiming."""
-        await check_schema(self.store.engines.write)
+        await check_schema(self.store)
         await self.runtime.services.signals.start()
         self.runner.start()
 

@@ -15,7 +15,7 @@ class ThreadHint:
     message_ids: tuple[str, ...] = ()
 
 
-@dataclass
+@dataclass(eq=False)
 class ThreadSubscription:
     """One WatchThread stream's inbox."""
 

@@ -31,18 +31,17 @@ def test_there_is_a_single_head() -> None:
 
 async def test_upgrade_from_empty_matches_the_schema_module(backend: str, tmp_path: Path) -> None:
     async with open_store(backend, tmp_path, migrate=False) as store:
-        assert await current_revision(store.engines.write) is None
+        assert await current_revision(store) is None
         with pytest.raises(SchemaMismatch, match="not migrated"):
-            await check_schema(store.engines.write)
-        await upgrade(store.engines.write)
-        assert await current_revision(store.engines.write) == head_revision()
-        await check_schema(store.engines.write)
-        async with store.engines.write.connect() as conn:
-            diff = await conn.run_sync(
-                lambda c: compare_metadata(
-                    MigrationContext.configure(c, opts={"compare_type": True}), metadata
-                )
+            await check_schema(store)
+        await upgrade(store)
+        assert await current_revision(store) == head_revision()
+        await check_schema(store)
+        diff = await store.engines.read(
+            lambda c: compare_metadata(
+                MigrationContext.configure(c, opts={"compare_type": True}), metadata
             )
+        )
         assert diff == [], f"migrations and storage/_schema.py disagree: {diff}"
 
 
@@ -55,12 +54,12 @@ async def test_downgrade_and_upgrade_again_keep_the_data(backend: str, tmp_path:
         ]
         assert len(revisions) >= 2
         previous = revisions[1]
-        await downgrade(store.engines.write, previous)
-        assert await current_revision(store.engines.write) == previous
+        await downgrade(store, previous)
+        assert await current_revision(store) == previous
         with pytest.raises(SchemaMismatch, match="behind head"):
-            await check_schema(store.engines.write)
-        await upgrade(store.engines.write)
-        await check_schema(store.engines.write)
+            await check_schema(store)
+        await upgrade(store)
+        await check_schema(store)
         thread = await store.get_thread(SCOPE, thread_id)
         assert thread is not None
         assert thread.metadata == {"note": "kept"}
@@ -72,7 +71,8 @@ async def test_downgrade_and_upgrade_again_keep_the_data(backend: str, tmp_path:
 
 async def test_a_database_newer_than_the_code_is_refused(backend: str, tmp_path: Path) -> None:
     async with open_store(backend, tmp_path) as store:
-        async with store.engines.write.begin() as conn:
-            await conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+        await store.run_in_transaction(
+            lambda c: c.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+        )
         with pytest.raises(SchemaMismatch, match="newer than this code"):
-            await check_schema(store.engines.write)
+            await check_schema(store)

@@ -1,0 +1,762 @@
+"""The provider's SQL, written once against SQLAlchemy's synchronous Connection.
+
+Every public method here is one unit of work inside one transaction. The
+provider runs it on a dedicated SQLite thread (one thread hop per
+transaction) or through ``AsyncConnection.run_sync`` over asyncpg on
+PostgreSQL. Nothing here interprets agent data: write sets are applied
+mechanically, guarded by scope, version/status/message-count CAS and lease
+fencing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Row,
+    and_,
+    case,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
+
+from storage._json import JsonValue, check_strict_json
+from storage._pages import decode_page_token, encode_page_token
+from storage._records import (
+    PROMOTE_NEXT,
+    UNSET,
+    ClaimedRun,
+    CommitResult,
+    EventRecord,
+    Heartbeat,
+    IdempotencyRecord,
+    Lease,
+    MessageRecord,
+    NewEvent,
+    Page,
+    PendingActionRecord,
+    RunPatch,
+    RunRecord,
+    ThreadRecord,
+    WriteSet,
+)
+from storage._rows import (
+    event_record,
+    fence,
+    message_record,
+    page_limit,
+    pending_record,
+    required,
+    run_record,
+    set_value,
+    thread_record,
+    view_conditions,
+)
+from storage._schema import idempotency_keys, messages, pending_actions, run_events, runs, threads
+from storage.errors import InvalidPageToken, LeaseLost, NotFound, StateConflict, VersionConflict
+
+ACTIVE_RUN_STATUSES = ("queued", "running")
+_RUN_FIELDS = (
+    "status",
+    "outcome",
+    "reason",
+    "operation",
+    "input",
+    "started_at",
+    "execution_started_at",
+    "metadata",
+    "private_metadata",
+    "usage",
+    "step_count",
+    "error",
+    "hook_failures",
+    "last_seq",
+    "ended_at",
+    "cancel_requested_at",
+)
+
+
+class Sql:
+    """The statements of one dialect."""
+
+    def __init__(self, dialect: str) -> None:
+        self.dialect = dialect
+        self.postgres = dialect == "postgresql"
+
+    # ---- helpers -----------------------------------------------------------
+
+    def now(self, conn: Connection) -> datetime:
+        """The provider clock: ``now()`` on PostgreSQL (never the app clock there)."""
+        if self.postgres:
+            return required(conn.execute(select(func.now())).scalar_one())
+        return datetime.now(UTC)
+
+    def _lock(self, stmt: Any) -> Any:
+        return stmt.with_for_update() if self.postgres else stmt
+
+    @staticmethod
+    def _position_of(conn: Connection, thread_id: str, message_id: str) -> int:
+        pos = conn.execute(
+            select(messages.c.position).where(
+                messages.c.thread_id == thread_id, messages.c.id == message_id
+            )
+        ).scalar()
+        if pos is None:
+            raise NotFound("message", message_id)
+        return int(pos)
+
+    @staticmethod
+    def _require_thread(conn: Connection, scope: str, thread_id: str) -> None:
+        found = conn.execute(
+            select(threads.c.id).where(threads.c.id == thread_id, threads.c.scope == scope)
+        ).first()
+        if found is None:
+            raise NotFound("thread", thread_id)
+
+    # ---- reads -------------------------------------------------------------
+
+    def get_thread(self, conn: Connection, scope: str, thread_id: str) -> ThreadRecord | None:
+        """A thread of ``scope``."""
+        row = conn.execute(
+            select(threads).where(threads.c.id == thread_id, threads.c.scope == scope)
+        ).first()
+        return thread_record(row) if row else None
+
+    def list_threads(
+        self, conn: Connection, scope: str, limit: int, page_token: str
+    ) -> Page[ThreadRecord]:
+        """The scope's threads, newest first."""
+        query: dict[str, JsonValue] = {"op": "threads", "scope": scope}
+        stmt = select(threads).where(threads.c.scope == scope)
+        if page_token:
+            cursor = decode_page_token(page_token, query)
+            if not (isinstance(cursor, list) and len(cursor) == 2):
+                raise InvalidPageToken("page token is malformed")
+            created = datetime.fromisoformat(str(cursor[0]))
+            stmt = stmt.where(
+                or_(
+                    threads.c.created_at < created,
+                    and_(threads.c.created_at == created, threads.c.id < str(cursor[1])),
+                )
+            )
+        limit = page_limit(limit)
+        stmt = stmt.order_by(threads.c.created_at.desc(), threads.c.id.desc()).limit(limit + 1)
+        rows = [thread_record(r) for r in conn.execute(stmt).all()]
+        token = ""
+        if len(rows) > limit:
+            rows = rows[:limit]
+            token = encode_page_token(query, [rows[-1].created_at.isoformat(), rows[-1].id])
+        return Page(rows, token)
+
+    def list_messages(
+        self,
+        conn: Connection,
+        scope: str,
+        thread_id: str,
+        *,
+        view: str,
+        order: str,
+        after_message_id: str | None,
+        before_message_id: str | None,
+        through_position: int | None,
+        limit: int,
+        page_token: str,
+    ) -> Page[MessageRecord]:
+        """A page of messages by view, order and exclusive id bounds, capped at an anchor."""
+        if order not in ("asc", "desc"):
+            raise ValueError(f"unknown order {order!r}")
+        query: dict[str, JsonValue] = {
+            "op": "messages",
+            "thread": thread_id,
+            "view": view,
+            "order": order,
+            "after": after_message_id,
+            "before": before_message_id,
+            "through": through_position,
+        }
+        cursor = decode_page_token(page_token, query) if page_token else None
+        if cursor is not None and not isinstance(cursor, int):
+            raise InvalidPageToken("page token is malformed")
+        limit = page_limit(limit)
+        self._require_thread(conn, scope, thread_id)
+        conds: list[ColumnElement[bool]] = [messages.c.thread_id == thread_id]
+        conds.extend(view_conditions(view))
+        if after_message_id:
+            conds.append(messages.c.position > self._position_of(conn, thread_id, after_message_id))
+        if before_message_id:
+            conds.append(
+                messages.c.position < self._position_of(conn, thread_id, before_message_id)
+            )
+        if through_position is not None:
+            conds.append(messages.c.position <= through_position)
+        if cursor is not None:
+            conds.append(
+                messages.c.position > cursor if order == "asc" else messages.c.position < cursor
+            )
+        col = messages.c.position
+        stmt = (
+            select(messages)
+            .where(*conds)
+            .order_by(col.asc() if order == "asc" else col.desc())
+            .limit(limit + 1)
+        )
+        rows = [message_record(r) for r in conn.execute(stmt).all()]
+        token = ""
+        if len(rows) > limit:
+            rows = rows[:limit]
+            token = encode_page_token(query, rows[-1].position)
+        return Page(rows, token)
+
+    def context(
+        self, conn: Connection, scope: str, thread_id: str, view: str
+    ) -> tuple[ThreadRecord, list[MessageRecord]]:
+        """The thread head and every message of ``view`` up to it, read consistently."""
+        row = conn.execute(
+            select(threads).where(threads.c.id == thread_id, threads.c.scope == scope)
+        ).first()
+        if row is None:
+            raise NotFound("thread", thread_id)
+        head = thread_record(row)
+        stmt = (
+            select(messages)
+            .where(
+                messages.c.thread_id == thread_id,
+                messages.c.position < head.message_count,
+                *view_conditions(view),
+            )
+            .order_by(messages.c.position)
+        )
+        return head, [message_record(r) for r in conn.execute(stmt).all()]
+
+    def get_messages(
+        self, conn: Connection, scope: str, thread_id: str, message_ids: Sequence[str]
+    ) -> list[MessageRecord]:
+        """The named messages of the thread that exist, chronologically."""
+        self._require_thread(conn, scope, thread_id)
+        stmt = (
+            select(messages)
+            .where(messages.c.thread_id == thread_id, messages.c.id.in_(list(message_ids)))
+            .order_by(messages.c.position)
+        )
+        return [message_record(r) for r in conn.execute(stmt).all()]
+
+    def get_run(self, conn: Connection, scope: str, run_id: str) -> RunRecord | None:
+        """A run of ``scope``."""
+        row = conn.execute(select(runs).where(runs.c.id == run_id, runs.c.scope == scope)).first()
+        return run_record(row) if row else None
+
+    def list_runs(
+        self, conn: Connection, scope: str, thread_id: str, limit: int, page_token: str
+    ) -> Page[RunRecord]:
+        """The thread's runs, newest first."""
+        query: dict[str, JsonValue] = {"op": "runs", "thread": thread_id}
+        cursor = decode_page_token(page_token, query) if page_token else None
+        if cursor is not None and not isinstance(cursor, int):
+            raise InvalidPageToken("page token is malformed")
+        limit = page_limit(limit)
+        self._require_thread(conn, scope, thread_id)
+        stmt = select(runs).where(runs.c.thread_id == thread_id, runs.c.scope == scope)
+        if cursor is not None:
+            stmt = stmt.where(runs.c.thread_seq < cursor)
+        stmt = stmt.order_by(runs.c.thread_seq.desc()).limit(limit + 1)
+        rows = [run_record(r) for r in conn.execute(stmt).all()]
+        token = ""
+        if len(rows) > limit:
+            rows = rows[:limit]
+            token = encode_page_token(query, rows[-1].thread_seq)
+        return Page(rows, token)
+
+    def list_pending_actions(
+        self, conn: Connection, scope: str, run_id: str, status: str | None
+    ) -> list[PendingActionRecord]:
+        """The run's pending actions in creation order."""
+        stmt = (
+            select(pending_actions)
+            .join(runs, runs.c.id == pending_actions.c.run_id)
+            .where(pending_actions.c.run_id == run_id, runs.c.scope == scope)
+        )
+        if status is not None:
+            stmt = stmt.where(pending_actions.c.status == status)
+        stmt = stmt.order_by(pending_actions.c.created_at, pending_actions.c.id)
+        return [pending_record(r) for r in conn.execute(stmt).all()]
+
+    def read_events(
+        self, conn: Connection, scope: str, run_id: str, after_seq: int, limit: int
+    ) -> list[EventRecord]:
+        """Event-log entries with ``seq > after_seq``, in order."""
+        stmt = (
+            select(run_events)
+            .join(runs, runs.c.id == run_events.c.run_id)
+            .where(run_events.c.run_id == run_id, runs.c.scope == scope)
+            .where(run_events.c.seq > after_seq)
+            .order_by(run_events.c.seq)
+            .limit(limit)
+        )
+        return [event_record(r) for r in conn.execute(stmt).all()]
+
+    def get_idempotency(self, conn: Connection, scope: str, key: str) -> IdempotencyRecord | None:
+        """The stored result of request ``key``."""
+        row = conn.execute(
+            select(idempotency_keys).where(
+                idempotency_keys.c.scope == scope, idempotency_keys.c.key == key
+            )
+        ).first()
+        if row is None:
+            return None
+        m = row._mapping
+        return IdempotencyRecord(key=m["key"], fingerprint=m["fingerprint"], result=m["result"])
+
+    def runnable_count(self, conn: Connection) -> int:
+        """Runs waiting for a runner."""
+        now = self.now(conn)
+        stmt = (
+            select(func.count())
+            .select_from(threads.join(runs, runs.c.id == threads.c.active_run_id))
+            .where(
+                runs.c.status.in_(ACTIVE_RUN_STATUSES),
+                or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at <= now),
+            )
+        )
+        return int(conn.execute(stmt).scalar_one())
+
+    # ---- write sets --------------------------------------------------------
+
+    def commit(
+        self,
+        conn: Connection,
+        ws: WriteSet,
+        events_after: Callable[[CommitResult], list[NewEvent]] | None,
+    ) -> CommitResult:
+        """Apply one write set (the caller owns the transaction)."""
+        # Lock order is run -> thread in every transaction that takes both (claims
+        # and heartbeats touch runs only), so PostgreSQL never deadlocks on them.
+        now = self.now(conn)
+        if ws.new_thread is not None:
+            result = self._create_thread(conn, ws, now)
+        else:
+            for patch in ws.update_runs:
+                self._update_run(conn, ws.scope, patch, now)
+            thread: ThreadRecord | None = None
+            removed: list[str] = []
+            appended: list[MessageRecord] = []
+            inserted: list[RunRecord] = []
+            if ws.touches_root or ws.insert_runs:
+                truncate_at, removed = self._prepare_root(conn, ws)
+                root = self._update_root(conn, ws, now, truncate_at)
+                thread = thread_record(root)
+                first_position = thread.message_count - len(ws.append_messages)
+                first_seq = root._mapping["next_run_seq"] - len(ws.insert_runs)
+                if truncate_at is not None:
+                    conn.execute(
+                        delete(messages).where(
+                            messages.c.thread_id == ws.thread_id,
+                            messages.c.position >= truncate_at,
+                        )
+                    )
+                inserted = self._insert_runs(conn, ws, first_seq, now)
+                appended = self._append(conn, ws, first_position, now)
+                self._update_messages(conn, ws)
+            self._write_pending(conn, ws, now)
+            self._insert_events(conn, ws.events, now)
+            self._store_idempotency(conn, ws, now)
+            result = CommitResult(
+                thread=thread, messages=appended, removed_message_ids=removed, runs=inserted
+            )
+        if events_after is not None:
+            extra = events_after(result)
+            for i, event in enumerate(extra):
+                check_strict_json(event.event, path=f"events_after[{i}]")
+            self._insert_events(conn, extra, now)
+        self.notify(conn, ws.notify)
+        return result
+
+    def notify(self, conn: Connection, notes: Sequence[tuple[str, str]]) -> None:
+        """NOTIFY is transactional: listeners hear it only when (and if) this commits."""
+        if not self.postgres:
+            return
+        for channel, payload in notes:
+            conn.execute(select(func.pg_notify(channel, payload)))
+
+    def _create_thread(self, conn: Connection, ws: WriteSet, now: datetime) -> CommitResult:
+        nt = ws.new_thread
+        assert nt is not None
+        if ws.append_messages or ws.insert_runs or ws.update_runs or ws.events:
+            raise ValueError("a write set that creates a thread carries nothing else")
+        row = conn.execute(
+            insert(threads)
+            .values(
+                id=nt.id,
+                scope=ws.scope,
+                agent=nt.agent,
+                status="idle",
+                version=1,
+                metadata=nt.metadata,
+                private_metadata=nt.private_metadata,
+                active_run_id=None,
+                next_position=0,
+                next_run_seq=0,
+                created_at=now,
+                updated_at=now,
+            )
+            .returning(*threads.c)
+        ).one()
+        self._store_idempotency(conn, ws, now)
+        return CommitResult(thread=thread_record(row), messages=[], removed_message_ids=[], runs=[])
+
+    @staticmethod
+    def _store_idempotency(conn: Connection, ws: WriteSet, now: datetime) -> None:
+        if ws.idempotency is None:
+            return
+        rec = ws.idempotency
+        conn.execute(
+            insert(idempotency_keys).values(
+                scope=ws.scope,
+                key=rec.key,
+                fingerprint=rec.fingerprint,
+                result=rec.result,
+                created_at=now,
+            )
+        )
+
+    def _prepare_root(self, conn: Connection, ws: WriteSet) -> tuple[int | None, list[str]]:
+        """Checks that need the current root (private-metadata CAS, truncation).
+
+        Most write sets skip this: their guards live in the root UPDATE itself.
+        """
+        if ws.expected_private_metadata is None and ws.truncate_from_message_id is None:
+            return None, []
+        row = conn.execute(
+            self._lock(
+                select(threads.c.private_metadata).where(
+                    threads.c.id == ws.thread_id, threads.c.scope == ws.scope
+                )
+            )
+        ).first()
+        if row is None:
+            raise NotFound("thread", ws.thread_id)
+        if ws.expected_private_metadata is not None and row[0] != ws.expected_private_metadata:
+            raise VersionConflict(ws.thread_id, ws.expected_private_metadata, row[0])
+        if ws.truncate_from_message_id is None:
+            return None, []
+        position = self._position_of(conn, ws.thread_id, ws.truncate_from_message_id)
+        gone = conn.execute(
+            select(messages.c.id)
+            .where(messages.c.thread_id == ws.thread_id, messages.c.position >= position)
+            .order_by(messages.c.position)
+        ).all()
+        return position, [r[0] for r in gone]
+
+    def _update_root(
+        self, conn: Connection, ws: WriteSet, now: datetime, truncate_at: int | None
+    ) -> Row[Any]:
+        """One guarded ``UPDATE ... RETURNING`` bumps the version and allocates positions."""
+        base = threads.c.next_position if truncate_at is None else truncate_at
+        values: dict[str, Any] = {
+            "version": threads.c.version + 1,
+            "updated_at": now,
+            "next_position": base + len(ws.append_messages),
+            "next_run_seq": threads.c.next_run_seq + len(ws.insert_runs),
+        }
+        patch = ws.thread
+        if patch is not None:
+            set_value(values, "status", patch.status, now)
+            set_value(values, "metadata", patch.metadata, now)
+            set_value(values, "private_metadata", patch.private_metadata, now)
+            if patch.active_run_id is PROMOTE_NEXT:
+                next_queued = (
+                    select(runs.c.id)
+                    .where(runs.c.thread_id == ws.thread_id, runs.c.status == "queued")
+                    .order_by(runs.c.thread_seq)
+                    .limit(1)
+                    .scalar_subquery()
+                )
+                values["active_run_id"] = next_queued
+                if patch.status is UNSET:
+                    values["status"] = case((next_queued.is_(None), "idle"), else_="running")
+            else:
+                set_value(values, "active_run_id", patch.active_run_id, now)
+        conds: list[ColumnElement[bool]] = [
+            threads.c.id == ws.thread_id,
+            threads.c.scope == ws.scope,
+        ]
+        if ws.expected_version is not None:
+            conds.append(threads.c.version == ws.expected_version)
+        if ws.expected_status is not None:
+            conds.append(threads.c.status.in_(ws.expected_status))
+        if ws.expected_message_count is not None:
+            conds.append(threads.c.next_position == ws.expected_message_count)
+        row = conn.execute(
+            update(threads).where(*conds).values(**values).returning(*threads.c)
+        ).first()
+        if row is not None:
+            return row
+        current = conn.execute(
+            select(threads.c.version, threads.c.status).where(
+                threads.c.id == ws.thread_id, threads.c.scope == ws.scope
+            )
+        ).first()
+        if current is None:
+            raise NotFound("thread", ws.thread_id)
+        if ws.expected_version is not None and current[0] != ws.expected_version:
+            raise VersionConflict(ws.thread_id, ws.expected_version, current[0])
+        if ws.expected_status is not None and current[1] not in ws.expected_status:
+            raise VersionConflict(ws.thread_id, ws.expected_status, current[1])
+        raise VersionConflict(ws.thread_id, ws.expected_message_count, "a different message count")
+
+    @staticmethod
+    def _insert_events(conn: Connection, events: Sequence[NewEvent], now: datetime) -> None:
+        if not events:
+            return
+        conn.execute(
+            insert(run_events),
+            [
+                {"run_id": e.run_id, "seq": e.seq, "event": e.event, "created_at": e.time or now}
+                for e in events
+            ],
+        )
+
+    @staticmethod
+    def _insert_runs(
+        conn: Connection, ws: WriteSet, first_seq: int, now: datetime
+    ) -> list[RunRecord]:
+        if not ws.insert_runs:
+            return []
+        records = [
+            RunRecord(
+                id=new.id,
+                thread_id=ws.thread_id,
+                scope=ws.scope,
+                thread_seq=first_seq + offset,
+                status=new.status,
+                outcome=None,
+                reason=None,
+                initiator=new.initiator,
+                operation=new.operation,
+                input=new.input,
+                started_at=None,
+                execution_started_at=None,
+                metadata=new.metadata,
+                private_metadata=new.private_metadata,
+                usage={},
+                step_count=0,
+                attempts=0,
+                error=None,
+                hook_failures=[],
+                lease_owner=None,
+                lease_expires_at=None,
+                lease_epoch=0,
+                last_seq=0,
+                created_at=now,
+                updated_at=now,
+                ended_at=None,
+                cancel_requested_at=None,
+            )
+            for offset, new in enumerate(ws.insert_runs)
+        ]
+        conn.execute(insert(runs), [asdict(r) for r in records])
+        return records
+
+    @staticmethod
+    def _update_run(conn: Connection, scope: str, patch: RunPatch, now: datetime) -> None:
+        values: dict[str, Any] = {"updated_at": now}
+        for name in _RUN_FIELDS:
+            set_value(values, name, getattr(patch, name), now)
+        if patch.release_lease:
+            values["lease_owner"] = None
+            values["lease_expires_at"] = None
+        conds: list[ColumnElement[bool]] = [runs.c.id == patch.id, runs.c.scope == scope]
+        if patch.lease is not None:
+            conds += fence(patch.lease, now)
+        if patch.expect_status is not None:
+            conds.append(runs.c.status.in_(patch.expect_status))
+        if patch.expect_last_seq is not None:
+            conds.append(runs.c.last_seq == patch.expect_last_seq)
+        if patch.expect_unleased:
+            conds.append(or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at <= now))
+        result = conn.execute(update(runs).where(*conds).values(**values))
+        if result.rowcount == 1:
+            return
+        exists = conn.execute(
+            select(runs.c.status).where(runs.c.id == patch.id, runs.c.scope == scope)
+        ).first()
+        if exists is None:
+            raise NotFound("run", patch.id)
+        if patch.lease is not None:
+            raise LeaseLost(patch.id)
+        raise StateConflict("run", patch.id, f"status is {exists[0]}")
+
+    @staticmethod
+    def _append(
+        conn: Connection, ws: WriteSet, first_position: int, now: datetime
+    ) -> list[MessageRecord]:
+        if not ws.append_messages:
+            return []
+        records = [
+            MessageRecord(
+                id=m.id,
+                thread_id=ws.thread_id,
+                position=first_position + offset,
+                role=m.role,
+                parts=m.parts,
+                metadata=m.metadata,
+                private_metadata=m.private_metadata,
+                visible_transcript=m.visible_transcript,
+                visible_context=m.visible_context,
+                run_id=m.run_id,
+                step_index=m.step_index,
+                created_at=now,
+            )
+            for offset, m in enumerate(ws.append_messages)
+        ]
+        conn.execute(insert(messages), [asdict(r) for r in records])
+        return records
+
+    @staticmethod
+    def _update_messages(conn: Connection, ws: WriteSet) -> None:
+        for patch in ws.update_messages:
+            values: dict[str, Any] = {}
+            for name in (
+                "parts",
+                "metadata",
+                "private_metadata",
+                "visible_transcript",
+                "visible_context",
+            ):
+                value = getattr(patch, name)
+                if value is not UNSET:
+                    values[name] = value
+            if not values:
+                continue
+            result = conn.execute(
+                update(messages)
+                .where(messages.c.id == patch.id, messages.c.thread_id == ws.thread_id)
+                .values(**values)
+            )
+            if result.rowcount != 1:
+                raise NotFound("message", patch.id)
+
+    @staticmethod
+    def _write_pending(conn: Connection, ws: WriteSet, now: datetime) -> None:
+        if ws.insert_pending:
+            conn.execute(
+                insert(pending_actions),
+                [
+                    {
+                        "id": p.id,
+                        "run_id": p.run_id,
+                        "thread_id": ws.thread_id,
+                        "kind": p.kind,
+                        "status": "open",
+                        "tool_call_id": p.tool_call_id,
+                        "tool_name": p.tool_name,
+                        "input": p.input,
+                        "request": p.request,
+                        "resolution": None,
+                        "message_id": p.message_id,
+                        "created_at": now,
+                        "resolved_at": None,
+                    }
+                    for p in ws.insert_pending
+                ],
+            )
+        for pp in ws.update_pending:
+            result = conn.execute(
+                update(pending_actions)
+                .where(
+                    pending_actions.c.id == pp.id,
+                    pending_actions.c.thread_id == ws.thread_id,
+                    pending_actions.c.status.in_(pp.expect_status),
+                )
+                .values(status=pp.status, resolution=pp.resolution, resolved_at=now)
+            )
+            if result.rowcount != 1:
+                raise StateConflict("pending action", pp.id, "is not open")
+
+    def delete_thread(
+        self, conn: Connection, scope: str, thread_id: str, expected_version: int | None
+    ) -> None:
+        """Delete an idle thread and everything in it."""
+        row = conn.execute(
+            self._lock(
+                select(threads.c.version, threads.c.status).where(
+                    threads.c.id == thread_id, threads.c.scope == scope
+                )
+            )
+        ).first()
+        if row is None:
+            raise NotFound("thread", thread_id)
+        if expected_version is not None and row[0] != expected_version:
+            raise VersionConflict(thread_id, expected_version, row[0])
+        if row[1] != "idle":
+            raise StateConflict("thread", thread_id, f"is {row[1]}")
+        conn.execute(delete(threads).where(threads.c.id == thread_id))
+
+    # ---- claims and leases -------------------------------------------------
+
+    def claim_run(self, conn: Connection, owner: str, lease_seconds: float) -> ClaimedRun | None:
+        """Pick the oldest runnable run and take its lease in one statement."""
+        now = self.now(conn)
+        candidate = (
+            select(runs.c.id)
+            .select_from(threads.join(runs, runs.c.id == threads.c.active_run_id))
+            .where(
+                runs.c.status.in_(ACTIVE_RUN_STATUSES),
+                or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at <= now),
+            )
+            .order_by(runs.c.created_at, runs.c.id)
+            .limit(1)
+        )
+        if self.postgres:
+            candidate = candidate.with_for_update(of=runs, skip_locked=True)
+        expires = now + timedelta(seconds=lease_seconds)
+        row = conn.execute(
+            update(runs)
+            .where(runs.c.id == candidate.scalar_subquery())
+            .values(
+                lease_owner=owner,
+                lease_epoch=runs.c.lease_epoch + 1,
+                lease_expires_at=expires,
+                attempts=runs.c.attempts + 1,
+                status="running",
+                started_at=func.coalesce(runs.c.started_at, now),
+                execution_started_at=now,
+                updated_at=now,
+            )
+            .returning(*runs.c)
+        ).first()
+        if row is None:
+            return None
+        run = run_record(row)
+        return ClaimedRun(run=run, lease=Lease(run.id, owner, run.lease_epoch, expires))
+
+    def heartbeat(self, conn: Connection, lease: Lease, lease_seconds: float) -> Heartbeat:
+        """Extend a held lease (and report a pending cancellation request)."""
+        now = self.now(conn)
+        expires = now + timedelta(seconds=lease_seconds)
+        row = conn.execute(
+            update(runs)
+            .where(runs.c.id == lease.run_id, *fence(lease, now))
+            .values(lease_expires_at=expires)
+            .returning(runs.c.cancel_requested_at)
+        ).first()
+        if row is None:
+            raise LeaseLost(lease.run_id)
+        return Heartbeat(Lease(lease.run_id, lease.owner, lease.epoch, expires), row[0] is not None)
+
+    def release(self, conn: Connection, lease: Lease) -> None:
+        """Give a lease up early."""
+        now = self.now(conn)
+        conn.execute(
+            update(runs)
+            .where(runs.c.id == lease.run_id, *fence(lease, now))
+            .values(lease_owner=None, lease_expires_at=None, updated_at=now)
+        )

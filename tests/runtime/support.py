@@ -1,0 +1,95 @@
+"""Helpers for runtime tests driven through the gRPC API."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc
+
+from pai.v1 import parts_pb2, run_service_pb2, runs_pb2
+from pai.v1 import thread_service_pb2 as tpb
+from pai_grpc.testing import InProcessServer
+
+TERMINAL = {
+    runs_pb2.RUN_STATUS_COMPLETED,
+    runs_pb2.RUN_STATUS_FAILED,
+    runs_pb2.RUN_STATUS_CANCELLED,
+}
+
+
+def text(s: str) -> parts_pb2.MessagePart:
+    return parts_pb2.MessagePart(text=parts_pb2.TextPart(text=s))
+
+
+async def new_thread(srv: InProcessServer, **kw: Any) -> str:
+    return str((await srv.threads.CreateThread(tpb.CreateThreadRequest(**kw))).thread.id)
+
+
+async def send(srv: InProcessServer, thread_id: str, message: str, **kw: Any) -> Any:
+    return (
+        await srv.threads.Send(tpb.SendRequest(thread_id=thread_id, parts=[text(message)], **kw))
+    ).run
+
+
+async def collect(
+    srv: InProcessServer, run_id: str, after_seq: int = 0, *, timeout: float = 30
+) -> list[runs_pb2.RunEvent]:
+    events = []
+    async for response in srv.runs.StreamRun(
+        run_service_pb2.StreamRunRequest(run_id=run_id, after_seq=after_seq), timeout=timeout
+    ):
+        events.append(response.event)
+    return events
+
+
+async def wait_run(
+    srv: InProcessServer, run_id: str, *, statuses: set[int] = TERMINAL, timeout: float = 30
+) -> runs_pb2.Run:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        run = (await srv.runs.GetRun(run_service_pb2.GetRunRequest(run_id=run_id))).run
+        if run.status in statuses:
+            return run
+        if loop.time() > deadline:
+            raise AssertionError(f"run {run_id} still {runs_pb2.RunStatus.Name(run.status)}")
+        await asyncio.sleep(0.02)
+
+
+async def transcript(srv: InProcessServer, thread_id: str) -> list[tuple[str, str]]:
+    """(role, text) of every transcript message, in order."""
+    out = []
+    token = ""
+    while True:
+        page = await srv.threads.ListMessages(
+            tpb.ListMessagesRequest(thread_id=thread_id, page_size=100, page_token=token)
+        )
+        for m in page.messages:
+            role = {1: "system", 2: "user", 3: "assistant"}[m.role]
+            body = "".join(p.text.text for p in m.parts if p.WhichOneof("part") == "text")
+            out.append((role, body))
+        token = page.next_page_token
+        if not token:
+            return out
+
+
+def kinds(events: list[runs_pb2.RunEvent]) -> list[str]:
+    out = []
+    for e in events:
+        kind = e.WhichOneof("event")
+        if kind == "chunk":
+            out.append(e.chunk.WhichOneof("chunk"))
+        elif kind == "status":
+            out.append("status:" + runs_pb2.RunStatus.Name(e.status.status)[11:].lower())
+        else:
+            out.append(kind)
+    return out
+
+
+async def rpc_error(call: Any) -> grpc.aio.AioRpcError:
+    try:
+        await call
+    except grpc.aio.AioRpcError as e:
+        return e
+    raise AssertionError("the call succeeded")
