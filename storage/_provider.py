@@ -138,7 +138,8 @@ class Store:
         so history read during a step never sees later messages.
         """
         return await self._engines.read(
-            lambda c: self._sql.list_messages(
+            heavy=limit > 100,
+            fn=lambda c: self._sql.list_messages(
                 c,
                 scope,
                 thread_id,
@@ -149,14 +150,16 @@ class Store:
                 through_position=through_position,
                 limit=limit,
                 page_token=page_token,
-            )
+            ),
         )
 
     async def context(
         self, scope: str, thread_id: str, *, view: str = "context"
     ) -> tuple[ThreadRecord, list[MessageRecord]]:
         """The thread head and every message of ``view`` up to it, from one snapshot."""
-        return await self._engines.read(lambda c: self._sql.context(c, scope, thread_id, view))
+        return await self._engines.read(
+            lambda c: self._sql.context(c, scope, thread_id, view), heavy=True
+        )
 
     async def get_messages(
         self, scope: str, thread_id: str, message_ids: Sequence[str]
@@ -256,6 +259,14 @@ class Store:
         other's locked rows.
         """
         return await self._engines.write(lambda c: self._sql.claim_run(c, owner, lease_seconds))
+
+    async def claim_runs(self, owner: str, *, lease_seconds: float, limit: int) -> list[ClaimedRun]:
+        """Claim up to ``limit`` runnable runs in one transaction, oldest first."""
+        if limit <= 0:
+            return []
+        return await self._engines.write(
+            lambda c: self._sql.claim_runs(c, owner, lease_seconds, limit)
+        )
 
     async def heartbeat(self, lease: Lease, *, lease_seconds: float) -> Heartbeat:
         """Extend a held lease; raises :class:`LeaseLost` when it is gone.

@@ -242,6 +242,10 @@ class NewRun:
     input: JsonObject = field(default_factory=dict)
     metadata: JsonObject = field(default_factory=dict)
     private_metadata: JsonObject = field(default_factory=dict)
+    #: Hand the new active run straight to this runner: it is inserted already
+    #: claimed (status running, epoch 1) with a lease of ``lease_seconds``.
+    lease_owner: str | None = None
+    lease_seconds: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,16 +10,18 @@ fencing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Integer,
     Row,
     and_,
+    bindparam,
     case,
     delete,
     func,
@@ -32,6 +34,7 @@ from sqlalchemy import (
 from storage._json import JsonValue, check_strict_json
 from storage._pages import decode_page_token, encode_page_token
 from storage._records import (
+    NOW,
     PROMOTE_NEXT,
     UNSET,
     ClaimedRun,
@@ -57,7 +60,6 @@ from storage._rows import (
     pending_record,
     required,
     run_record,
-    set_value,
     thread_record,
     view_conditions,
 )
@@ -85,40 +87,58 @@ _RUN_FIELDS = (
 )
 
 
+def _row(record: Any) -> dict[str, Any]:
+    # A shallow dict: dataclasses.asdict would deep-copy every JSON value.
+    return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
 class Sql:
     """The statements of one dialect."""
 
     def __init__(self, dialect: str) -> None:
         self.dialect = dialect
         self.postgres = dialect == "postgresql"
+        self._cache: dict[Hashable, Any] = {}
+
+    def _stmt(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """A statement built once per shape: building costs more than executing it here."""
+        stmt = self._cache.get(key)
+        if stmt is None:
+            stmt = self._cache[key] = build()
+        return stmt
 
     # ---- helpers -----------------------------------------------------------
 
     def now(self, conn: Connection) -> datetime:
         """The provider clock: ``now()`` on PostgreSQL (never the app clock there)."""
         if self.postgres:
-            return required(conn.execute(select(func.now())).scalar_one())
+            stmt = self._stmt("now", lambda: select(func.now()))
+            return required(conn.execute(stmt).scalar_one())
         return datetime.now(UTC)
 
     def _lock(self, stmt: Any) -> Any:
         return stmt.with_for_update() if self.postgres else stmt
 
-    @staticmethod
-    def _position_of(conn: Connection, thread_id: str, message_id: str) -> int:
-        pos = conn.execute(
-            select(messages.c.position).where(
-                messages.c.thread_id == thread_id, messages.c.id == message_id
-            )
-        ).scalar()
+    def _position_of(self, conn: Connection, thread_id: str, message_id: str) -> int:
+        stmt = self._stmt(
+            "position_of",
+            lambda: select(messages.c.position).where(
+                messages.c.thread_id == bindparam("p_thread"), messages.c.id == bindparam("p_id")
+            ),
+        )
+        pos = conn.execute(stmt, {"p_thread": thread_id, "p_id": message_id}).scalar()
         if pos is None:
             raise NotFound("message", message_id)
         return int(pos)
 
-    @staticmethod
-    def _require_thread(conn: Connection, scope: str, thread_id: str) -> None:
-        found = conn.execute(
-            select(threads.c.id).where(threads.c.id == thread_id, threads.c.scope == scope)
-        ).first()
+    def _require_thread(self, conn: Connection, scope: str, thread_id: str) -> None:
+        stmt = self._stmt(
+            "require_thread",
+            lambda: select(threads.c.id).where(
+                threads.c.id == bindparam("p_id"), threads.c.scope == bindparam("p_scope")
+            ),
+        )
+        found = conn.execute(stmt, {"p_id": thread_id, "p_scope": scope}).first()
         if found is None:
             raise NotFound("thread", thread_id)
 
@@ -126,10 +146,16 @@ class Sql:
 
     def get_thread(self, conn: Connection, scope: str, thread_id: str) -> ThreadRecord | None:
         """A thread of ``scope``."""
-        row = conn.execute(
-            select(threads).where(threads.c.id == thread_id, threads.c.scope == scope)
-        ).first()
+        row = conn.execute(self._thread_stmt(), {"p_id": thread_id, "p_scope": scope}).first()
         return thread_record(row) if row else None
+
+    def _thread_stmt(self) -> Any:
+        return self._stmt(
+            "get_thread",
+            lambda: select(threads).where(
+                threads.c.id == bindparam("p_id"), threads.c.scope == bindparam("p_scope")
+            ),
+        )
 
     def list_threads(
         self, conn: Connection, scope: str, limit: int, page_token: str
@@ -220,38 +246,53 @@ class Sql:
         self, conn: Connection, scope: str, thread_id: str, view: str
     ) -> tuple[ThreadRecord, list[MessageRecord]]:
         """The thread head and every message of ``view`` up to it, read consistently."""
-        row = conn.execute(
-            select(threads).where(threads.c.id == thread_id, threads.c.scope == scope)
-        ).first()
+        row = conn.execute(self._thread_stmt(), {"p_id": thread_id, "p_scope": scope}).first()
         if row is None:
             raise NotFound("thread", thread_id)
         head = thread_record(row)
-        stmt = (
-            select(messages)
-            .where(
-                messages.c.thread_id == thread_id,
-                messages.c.position < head.message_count,
-                *view_conditions(view),
-            )
-            .order_by(messages.c.position)
+        stmt = self._stmt(
+            ("context", view),
+            lambda: (
+                select(messages)
+                .where(
+                    messages.c.thread_id == bindparam("p_thread"),
+                    messages.c.position < bindparam("p_count"),
+                    *view_conditions(view),
+                )
+                .order_by(messages.c.position)
+            ),
         )
-        return head, [message_record(r) for r in conn.execute(stmt).all()]
+        params = {"p_thread": thread_id, "p_count": head.message_count}
+        return head, [message_record(r) for r in conn.execute(stmt, params).all()]
 
     def get_messages(
         self, conn: Connection, scope: str, thread_id: str, message_ids: Sequence[str]
     ) -> list[MessageRecord]:
         """The named messages of the thread that exist, chronologically."""
         self._require_thread(conn, scope, thread_id)
-        stmt = (
-            select(messages)
-            .where(messages.c.thread_id == thread_id, messages.c.id.in_(list(message_ids)))
-            .order_by(messages.c.position)
+        stmt = self._stmt(
+            "get_messages",
+            lambda: (
+                select(messages)
+                .where(
+                    messages.c.thread_id == bindparam("p_thread"),
+                    messages.c.id.in_(bindparam("p_ids", expanding=True)),
+                )
+                .order_by(messages.c.position)
+            ),
         )
-        return [message_record(r) for r in conn.execute(stmt).all()]
+        params = {"p_thread": thread_id, "p_ids": list(message_ids)}
+        return [message_record(r) for r in conn.execute(stmt, params).all()]
 
     def get_run(self, conn: Connection, scope: str, run_id: str) -> RunRecord | None:
         """A run of ``scope``."""
-        row = conn.execute(select(runs).where(runs.c.id == run_id, runs.c.scope == scope)).first()
+        stmt = self._stmt(
+            "get_run",
+            lambda: select(runs).where(
+                runs.c.id == bindparam("p_id"), runs.c.scope == bindparam("p_scope")
+            ),
+        )
+        row = conn.execute(stmt, {"p_id": run_id, "p_scope": scope}).first()
         return run_record(row) if row else None
 
     def list_runs(
@@ -293,23 +334,32 @@ class Sql:
         self, conn: Connection, scope: str, run_id: str, after_seq: int, limit: int
     ) -> list[EventRecord]:
         """Event-log entries with ``seq > after_seq``, in order."""
-        stmt = (
-            select(run_events)
-            .join(runs, runs.c.id == run_events.c.run_id)
-            .where(run_events.c.run_id == run_id, runs.c.scope == scope)
-            .where(run_events.c.seq > after_seq)
-            .order_by(run_events.c.seq)
-            .limit(limit)
+        stmt = self._stmt(
+            "read_events",
+            lambda: (
+                select(run_events)
+                .join(runs, runs.c.id == run_events.c.run_id)
+                .where(
+                    run_events.c.run_id == bindparam("p_run"), runs.c.scope == bindparam("p_scope")
+                )
+                .where(run_events.c.seq > bindparam("p_after"))
+                .order_by(run_events.c.seq)
+                .limit(bindparam("p_limit"))
+            ),
         )
-        return [event_record(r) for r in conn.execute(stmt).all()]
+        params = {"p_run": run_id, "p_scope": scope, "p_after": after_seq, "p_limit": limit}
+        return [event_record(r) for r in conn.execute(stmt, params).all()]
 
     def get_idempotency(self, conn: Connection, scope: str, key: str) -> IdempotencyRecord | None:
         """The stored result of request ``key``."""
-        row = conn.execute(
-            select(idempotency_keys).where(
-                idempotency_keys.c.scope == scope, idempotency_keys.c.key == key
-            )
-        ).first()
+        stmt = self._stmt(
+            "get_idempotency",
+            lambda: select(idempotency_keys).where(
+                idempotency_keys.c.scope == bindparam("p_scope"),
+                idempotency_keys.c.key == bindparam("p_key"),
+            ),
+        )
+        row = conn.execute(stmt, {"p_scope": scope, "p_key": key}).first()
         if row is None:
             return None
         m = row._mapping
@@ -383,8 +433,11 @@ class Sql:
         """NOTIFY is transactional: listeners hear it only when (and if) this commits."""
         if not self.postgres:
             return
+        stmt = self._stmt(
+            "notify", lambda: select(func.pg_notify(bindparam("p_c"), bindparam("p_p")))
+        )
         for channel, payload in notes:
-            conn.execute(select(func.pg_notify(channel, payload)))
+            conn.execute(stmt, {"p_c": channel, "p_p": payload})
 
     def _create_thread(self, conn: Connection, ws: WriteSet, now: datetime) -> CommitResult:
         nt = ws.new_thread
@@ -459,50 +512,55 @@ class Sql:
         self, conn: Connection, ws: WriteSet, now: datetime, truncate_at: int | None
     ) -> Row[Any]:
         """One guarded ``UPDATE ... RETURNING`` bumps the version and allocates positions."""
-        base = threads.c.next_position if truncate_at is None else truncate_at
-        values: dict[str, Any] = {
-            "version": threads.c.version + 1,
-            "updated_at": now,
-            "next_position": base + len(ws.append_messages),
-            "next_run_seq": threads.c.next_run_seq + len(ws.insert_runs),
-        }
         patch = ws.thread
+        fields_set: tuple[str, ...] = ()
+        promote = False
+        params: dict[str, Any] = {
+            "p_id": ws.thread_id,
+            "p_scope": ws.scope,
+            "v_updated_at": now,
+            "p_n_append": len(ws.append_messages),
+            "p_n_runs": len(ws.insert_runs),
+        }
         if patch is not None:
-            set_value(values, "status", patch.status, now)
-            set_value(values, "metadata", patch.metadata, now)
-            set_value(values, "private_metadata", patch.private_metadata, now)
-            if patch.active_run_id is PROMOTE_NEXT:
-                next_queued = (
-                    select(runs.c.id)
-                    .where(runs.c.thread_id == ws.thread_id, runs.c.status == "queued")
-                    .order_by(runs.c.thread_seq)
-                    .limit(1)
-                    .scalar_subquery()
-                )
-                values["active_run_id"] = next_queued
-                if patch.status is UNSET:
-                    values["status"] = case((next_queued.is_(None), "idle"), else_="running")
-            else:
-                set_value(values, "active_run_id", patch.active_run_id, now)
-        conds: list[ColumnElement[bool]] = [
-            threads.c.id == ws.thread_id,
-            threads.c.scope == ws.scope,
-        ]
+            for name in ("status", "metadata", "private_metadata", "active_run_id"):
+                value = getattr(patch, name)
+                if value is UNSET:
+                    continue
+                if value is PROMOTE_NEXT:
+                    promote = True
+                    continue
+                fields_set += (name,)
+                params[f"v_{name}"] = value
+        if truncate_at is not None:
+            params["p_truncate"] = truncate_at
         if ws.expected_version is not None:
-            conds.append(threads.c.version == ws.expected_version)
+            params["p_version"] = ws.expected_version
         if ws.expected_status is not None:
-            conds.append(threads.c.status.in_(ws.expected_status))
+            params["p_statuses"] = list(ws.expected_status)
         if ws.expected_message_count is not None:
-            conds.append(threads.c.next_position == ws.expected_message_count)
-        row = conn.execute(
-            update(threads).where(*conds).values(**values).returning(*threads.c)
-        ).first()
+            params["p_count"] = ws.expected_message_count
+        shape = (
+            "update_root",
+            fields_set,
+            promote,
+            truncate_at is not None,
+            ws.expected_version is not None,
+            ws.expected_status is not None,
+            ws.expected_message_count is not None,
+        )
+        stmt = self._stmt(shape, lambda: self._build_update_root(shape))
+        row = conn.execute(stmt, params).first()
         if row is not None:
             return row
         current = conn.execute(
-            select(threads.c.version, threads.c.status).where(
-                threads.c.id == ws.thread_id, threads.c.scope == ws.scope
-            )
+            self._stmt(
+                "root_guards",
+                lambda: select(threads.c.version, threads.c.status).where(
+                    threads.c.id == bindparam("p_id"), threads.c.scope == bindparam("p_scope")
+                ),
+            ),
+            {"p_id": ws.thread_id, "p_scope": ws.scope},
         ).first()
         if current is None:
             raise NotFound("thread", ws.thread_id)
@@ -511,6 +569,41 @@ class Sql:
         if ws.expected_status is not None and current[1] not in ws.expected_status:
             raise VersionConflict(ws.thread_id, ws.expected_status, current[1])
         raise VersionConflict(ws.thread_id, ws.expected_message_count, "a different message count")
+
+    @staticmethod
+    def _build_update_root(shape: tuple[Any, ...]) -> Any:
+        _, fields_set, promote, truncate, by_version, by_status, by_count = shape
+        base = bindparam("p_truncate", type_=Integer) if truncate else threads.c.next_position
+        values: dict[str, Any] = {
+            "version": threads.c.version + 1,
+            "updated_at": bindparam("v_updated_at", type_=threads.c.updated_at.type),
+            "next_position": base + bindparam("p_n_append", type_=Integer),
+            "next_run_seq": threads.c.next_run_seq + bindparam("p_n_runs", type_=Integer),
+        }
+        for name in fields_set:
+            values[name] = bindparam(f"v_{name}", type_=threads.c[name].type)
+        if promote:
+            next_queued = (
+                select(runs.c.id)
+                .where(runs.c.thread_id == threads.c.id, runs.c.status == "queued")
+                .order_by(runs.c.thread_seq)
+                .limit(1)
+                .scalar_subquery()
+            )
+            values["active_run_id"] = next_queued
+            if "status" not in fields_set:
+                values["status"] = case((next_queued.is_(None), "idle"), else_="running")
+        conds: list[ColumnElement[bool]] = [
+            threads.c.id == bindparam("p_id"),
+            threads.c.scope == bindparam("p_scope"),
+        ]
+        if by_version:
+            conds.append(threads.c.version == bindparam("p_version"))
+        if by_status:
+            conds.append(threads.c.status.in_(bindparam("p_statuses", expanding=True)))
+        if by_count:
+            conds.append(threads.c.next_position == bindparam("p_count"))
+        return update(threads).where(*conds).values(**values).returning(*threads.c)
 
     @staticmethod
     def _insert_events(conn: Connection, events: Sequence[NewEvent], now: datetime) -> None:
@@ -536,24 +629,26 @@ class Sql:
                 thread_id=ws.thread_id,
                 scope=ws.scope,
                 thread_seq=first_seq + offset,
-                status=new.status,
+                status="running" if new.lease_owner else new.status,
                 outcome=None,
                 reason=None,
                 initiator=new.initiator,
                 operation=new.operation,
                 input=new.input,
-                started_at=None,
-                execution_started_at=None,
+                started_at=now if new.lease_owner else None,
+                execution_started_at=now if new.lease_owner else None,
                 metadata=new.metadata,
                 private_metadata=new.private_metadata,
                 usage={},
                 step_count=0,
-                attempts=0,
+                attempts=1 if new.lease_owner else 0,
                 error=None,
                 hook_failures=[],
-                lease_owner=None,
-                lease_expires_at=None,
-                lease_epoch=0,
+                lease_owner=new.lease_owner,
+                lease_expires_at=now + timedelta(seconds=new.lease_seconds)
+                if new.lease_owner
+                else None,
+                lease_epoch=1 if new.lease_owner else 0,
                 last_seq=0,
                 created_at=now,
                 updated_at=now,
@@ -562,37 +657,82 @@ class Sql:
             )
             for offset, new in enumerate(ws.insert_runs)
         ]
-        conn.execute(insert(runs), [asdict(r) for r in records])
+        conn.execute(insert(runs), [_row(r) for r in records])
         return records
 
-    @staticmethod
-    def _update_run(conn: Connection, scope: str, patch: RunPatch, now: datetime) -> None:
-        values: dict[str, Any] = {"updated_at": now}
+    def _update_run(self, conn: Connection, scope: str, patch: RunPatch, now: datetime) -> None:
+        params: dict[str, Any] = {"p_id": patch.id, "p_scope": scope, "v_updated_at": now}
+        fields_set: tuple[str, ...] = ()
         for name in _RUN_FIELDS:
-            set_value(values, name, getattr(patch, name), now)
-        if patch.release_lease:
-            values["lease_owner"] = None
-            values["lease_expires_at"] = None
-        conds: list[ColumnElement[bool]] = [runs.c.id == patch.id, runs.c.scope == scope]
+            value = getattr(patch, name)
+            if value is UNSET:
+                continue
+            fields_set += (name,)
+            params[f"v_{name}"] = now if value is NOW else value
         if patch.lease is not None:
-            conds += fence(patch.lease, now)
+            params.update(p_owner=patch.lease.owner, p_epoch=patch.lease.epoch, p_now=now)
         if patch.expect_status is not None:
-            conds.append(runs.c.status.in_(patch.expect_status))
+            params["p_statuses"] = list(patch.expect_status)
         if patch.expect_last_seq is not None:
-            conds.append(runs.c.last_seq == patch.expect_last_seq)
+            params["p_last_seq"] = patch.expect_last_seq
         if patch.expect_unleased:
-            conds.append(or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at <= now))
-        result = conn.execute(update(runs).where(*conds).values(**values))
-        if result.rowcount == 1:
+            params["p_now"] = now
+        shape = (
+            "update_run",
+            fields_set,
+            patch.release_lease,
+            patch.lease is not None,
+            patch.expect_status is not None,
+            patch.expect_last_seq is not None,
+            patch.expect_unleased,
+        )
+        stmt = self._stmt(shape, lambda: self._build_update_run(shape))
+        if conn.execute(stmt, params).rowcount == 1:
             return
         exists = conn.execute(
-            select(runs.c.status).where(runs.c.id == patch.id, runs.c.scope == scope)
+            self._stmt(
+                "run_status",
+                lambda: select(runs.c.status).where(
+                    runs.c.id == bindparam("p_id"), runs.c.scope == bindparam("p_scope")
+                ),
+            ),
+            {"p_id": patch.id, "p_scope": scope},
         ).first()
         if exists is None:
             raise NotFound("run", patch.id)
         if patch.lease is not None:
             raise LeaseLost(patch.id)
         raise StateConflict("run", patch.id, f"status is {exists[0]}")
+
+    @staticmethod
+    def _build_update_run(shape: tuple[Any, ...]) -> Any:
+        _, fields_set, release, leased, by_status, by_last_seq, unleased = shape
+        values: dict[str, Any] = {
+            "updated_at": bindparam("v_updated_at", type_=runs.c.updated_at.type)
+        }
+        for name in fields_set:
+            values[name] = bindparam(f"v_{name}", type_=runs.c[name].type)
+        if release:
+            values["lease_owner"] = None
+            values["lease_expires_at"] = None
+        conds: list[ColumnElement[bool]] = [
+            runs.c.id == bindparam("p_id"),
+            runs.c.scope == bindparam("p_scope"),
+        ]
+        now = bindparam("p_now", type_=runs.c.lease_expires_at.type)
+        if leased:
+            conds += [
+                runs.c.lease_owner == bindparam("p_owner"),
+                runs.c.lease_epoch == bindparam("p_epoch"),
+                runs.c.lease_expires_at > now,
+            ]
+        if by_status:
+            conds.append(runs.c.status.in_(bindparam("p_statuses", expanding=True)))
+        if by_last_seq:
+            conds.append(runs.c.last_seq == bindparam("p_last_seq"))
+        if unleased:
+            conds.append(or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at <= now))
+        return update(runs).where(*conds).values(**values)
 
     @staticmethod
     def _append(
@@ -617,7 +757,7 @@ class Sql:
             )
             for offset, m in enumerate(ws.append_messages)
         ]
-        conn.execute(insert(messages), [asdict(r) for r in records])
+        conn.execute(insert(messages), [_row(r) for r in records])
         return records
 
     @staticmethod
@@ -702,9 +842,33 @@ class Sql:
 
     # ---- claims and leases -------------------------------------------------
 
+    def claim_runs(
+        self, conn: Connection, owner: str, lease_seconds: float, limit: int
+    ) -> list[ClaimedRun]:
+        """Take the leases of up to ``limit`` runnable runs, oldest first."""
+        out: list[ClaimedRun] = []
+        for _ in range(limit):
+            claimed = self.claim_run(conn, owner, lease_seconds)
+            if claimed is None:
+                break
+            out.append(claimed)
+        return out
+
     def claim_run(self, conn: Connection, owner: str, lease_seconds: float) -> ClaimedRun | None:
         """Pick the oldest runnable run and take its lease in one statement."""
         now = self.now(conn)
+        expires = now + timedelta(seconds=lease_seconds)
+        row = conn.execute(
+            self._stmt("claim", self._build_claim),
+            {"p_now": now, "p_expires": expires, "p_owner": owner},
+        ).first()
+        if row is None:
+            return None
+        run = run_record(row)
+        return ClaimedRun(run=run, lease=Lease(run.id, owner, run.lease_epoch, expires))
+
+    def _build_claim(self) -> Any:
+        now = bindparam("p_now", type_=runs.c.lease_expires_at.type)
         candidate = (
             select(runs.c.id)
             .select_from(threads.join(runs, runs.c.id == threads.c.active_run_id))
@@ -717,14 +881,14 @@ class Sql:
         )
         if self.postgres:
             candidate = candidate.with_for_update(of=runs, skip_locked=True)
-        expires = now + timedelta(seconds=lease_seconds)
-        row = conn.execute(
+        # One statement: pick and take the lease (no window between them).
+        return (
             update(runs)
             .where(runs.c.id == candidate.scalar_subquery())
             .values(
-                lease_owner=owner,
+                lease_owner=bindparam("p_owner"),
                 lease_epoch=runs.c.lease_epoch + 1,
-                lease_expires_at=expires,
+                lease_expires_at=bindparam("p_expires", type_=runs.c.lease_expires_at.type),
                 attempts=runs.c.attempts + 1,
                 status="running",
                 started_at=func.coalesce(runs.c.started_at, now),
@@ -732,11 +896,7 @@ class Sql:
                 updated_at=now,
             )
             .returning(*runs.c)
-        ).first()
-        if row is None:
-            return None
-        run = run_record(row)
-        return ClaimedRun(run=run, lease=Lease(run.id, owner, run.lease_epoch, expires))
+        )
 
     def heartbeat(self, conn: Connection, lease: Lease, lease_seconds: float) -> Heartbeat:
         """Extend a held lease (and report a pending cancellation request)."""

@@ -36,9 +36,12 @@ async def main(sections: list[str], backends: list[str]) -> int:
 def cli() -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(prog="python -m pai_grpc.bench", description=__doc__)
-    parser.add_argument("sections", nargs="*", default=list(SECTIONS), choices=list(SECTIONS))
+    parser.add_argument("sections", nargs="*", metavar="SECTION", help=f"one of {list(SECTIONS)}")
     parser.add_argument("--backend", action="append", choices=["sqlite", "postgresql"])
     ns = parser.parse_args()
+    unknown = [s for s in ns.sections if s not in SECTIONS]
+    if unknown:
+        parser.error(f"unknown sections {unknown}; choose from {list(SECTIONS)}")
     logging.basicConfig(level=logging.WARNING)
     return asyncio.run(main(ns.sections or list(SECTIONS), ns.backend or ["sqlite", "postgresql"]))
 

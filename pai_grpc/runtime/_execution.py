@@ -553,7 +553,9 @@ class Execution:
         if kinds:
             visible = tuple(m.id for m in result.messages if m.visible_transcript)
             hint = ThreadHint(self._thread_id, kinds, visible)
-        services.after_commit(hint=hint, runnable=runnable)
+        # Wake local runners only when the transition made a queued run active.
+        promoted = runnable and result.thread is not None and bool(result.thread.active_run_id)
+        services.after_commit(hint=hint, runnable=promoted)
         return result
 
 

@@ -13,7 +13,7 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pai_grpc.domain import (
@@ -47,8 +47,10 @@ from pai_grpc.streams import ThreadHint
 from storage import (
     NOW,
     PROMOTE_NEXT,
+    ClaimedRun,
     DuplicateRequest,
     IdempotencyRecord,
+    Lease,
     MessagePatch,
     MessageRecord,
     NewEvent,
@@ -123,7 +125,11 @@ def fingerprint(payload: object) -> str:
 
 @dataclass
 class _Attempt:
-    """One attempt's write set, its result (stored for idempotent replay) and wake-ups."""
+    """One attempt's write set, its result (stored for idempotent replay) and wake-ups.
+
+    ``runnable`` marks a write set that makes a new run active; it may be
+    handed straight to the embedded runner (leased in the same write).
+    """
 
     ws: WriteSet
     result: dict[str, Any]
@@ -170,16 +176,39 @@ class Mutations:
             a = await attempt()
             if key:
                 a.ws.idempotency = IdempotencyRecord(key, digest, a.result)
+            handoff = self.services.handoff
+            owner = handoff.reserve() if (handoff and a.runnable and a.ws.insert_runs) else None
+            if owner is not None:
+                a.ws.insert_runs = [
+                    replace(r, lease_owner=owner, lease_seconds=self.services.lease_seconds)
+                    for r in a.ws.insert_runs
+                ]
             try:
-                await self.services.commit(a.ws, hint=a.hint, runnable=a.runnable)
+                result = await self.services.commit(
+                    a.ws, hint=a.hint, runnable=a.runnable and owner is None
+                )
             except VersionConflict:
+                if handoff and owner:
+                    handoff.unreserve()
                 # The thread changed under us: decide again on fresh state.
                 await asyncio.sleep(0)
                 continue
             except DuplicateRequest:
+                if handoff and owner:
+                    handoff.unreserve()
                 prior = await self._replay(scope, key, digest)
                 assert prior is not None
                 return prior
+            except BaseException:
+                if handoff and owner:
+                    handoff.unreserve()
+                raise
+            if handoff and owner:
+                run = result.runs[0]
+                assert run.lease_expires_at is not None
+                await handoff.adopt(
+                    ClaimedRun(run, Lease(run.id, owner, run.lease_epoch, run.lease_expires_at))
+                )
             return a.result
         raise Conflict("the thread kept changing; retry the request", reason="THREAD_CONTENDED")
 

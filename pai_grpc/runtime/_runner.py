@@ -51,8 +51,12 @@ class Runner:
         self._loop_task: asyncio.Task[None] | None = None
         self._stopping = False
         self._agent_cache: dict[str, str] = {}
+        self._reserved = 0
+        #: Whether runnable work may be left over (a claim filled every free slot).
+        self._backlog = False
         services.signals.on_runnable(self.wake)
         services.signals.on_cancel(self._cancel_requested)
+        services.handoff = self
 
     @property
     def active(self) -> int:
@@ -84,25 +88,53 @@ class Runner:
         store = self._services.store
         while not self._stopping:
             self._wake.clear()
-            while self.active < self._concurrency and not self._stopping:
+            free = self._concurrency - self.active - self._reserved
+            if free > 0:
                 try:
-                    claimed = await store.claim_run(self.owner, lease_seconds=self._lease_seconds)
+                    claims = await store.claim_runs(
+                        self.owner, lease_seconds=self._lease_seconds, limit=min(free, 8)
+                    )
                 except Exception:
                     log.exception("runner %s: claim failed; retrying", self.owner)
                     await asyncio.sleep(self._poll_interval)
-                    break
-                if claimed is None:
-                    break
-                agent = self._services.agents.get(await self._agent_of(claimed))
-                execution = Execution(
-                    self._services, agent, claimed, lease_seconds=self._lease_seconds
-                )
-                task = asyncio.create_task(execution.run(), name=f"run {claimed.run.id}")
-                self._executions[task] = execution
-                self._by_run[claimed.run.id] = execution
-                task.add_done_callback(self._finished)
+                    continue
+                for claimed in claims:
+                    await self._launch(claimed)
+                # A full batch means more may be waiting: claim again now, and again
+                # whenever a slot frees up, until a claim comes back short.
+                self._backlog = len(claims) == min(free, 8)
+                if self._backlog:
+                    continue
+            else:
+                self._backlog = True
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._poll_interval)
+
+    async def _launch(self, claimed: ClaimedRun) -> None:
+        agent = self._services.agents.get(await self._agent_of(claimed))
+        execution = Execution(self._services, agent, claimed, lease_seconds=self._lease_seconds)
+        task = asyncio.create_task(execution.run(), name=f"run {claimed.run.id}")
+        self._executions[task] = execution
+        self._by_run[claimed.run.id] = execution
+        task.add_done_callback(self._finished)
+
+    # ---- direct hand-off (Send on an idle thread) ---------------------------
+
+    def reserve(self) -> str | None:
+        """Reserve a slot for a run committed already leased to this runner."""
+        if self._stopping or self.active + self._reserved >= self._concurrency:
+            return None
+        self._reserved += 1
+        return self.owner
+
+    def unreserve(self) -> None:
+        """Give back a reservation whose commit did not happen."""
+        self._reserved = max(0, self._reserved - 1)
+
+    async def adopt(self, claimed: ClaimedRun) -> None:
+        """Execute a run whose lease was written with its creation."""
+        self.unreserve()
+        await self._launch(claimed)
 
     async def _agent_of(self, claimed: ClaimedRun) -> str:
         # A thread's agent never changes, so one lookup per thread is enough.
@@ -120,7 +152,8 @@ class Runner:
         execution = self._executions.pop(task, None)
         if execution is not None and self._by_run.get(execution.run_id) is execution:
             del self._by_run[execution.run_id]
-        self._wake.set()
+        if self._backlog:
+            self._wake.set()
         if not task.cancelled() and task.exception() is not None:
             log.error("execution task crashed", exc_info=task.exception())
 

@@ -3,12 +3,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from pai_grpc.runtime._agents import AgentRegistry
 from pai_grpc.runtime._signals import Signals
 from pai_grpc.runtime._validate import Limits
 from pai_grpc.streams import Broker, ThreadHint, ThreadHub
-from storage import CommitResult, Store, WriteSet
+from storage import ClaimedRun, CommitResult, Store, WriteSet
+
+
+class Handoff(Protocol):
+    """A local runner that can take a run in the same write that creates it."""
+
+    owner: str
+
+    def reserve(self) -> str | None:
+        """Reserve a slot; return the lease owner to write, or ``None`` when full."""
+        ...
+
+    def unreserve(self) -> None:
+        """Give back a reservation whose commit did not happen."""
+        ...
+
+    async def adopt(self, claimed: ClaimedRun) -> None:
+        """Execute a run committed already leased to this runner."""
+        ...
 
 
 @dataclass
@@ -21,6 +40,9 @@ class Services:
     threads: ThreadHub
     signals: Signals
     limits: Limits
+    #: The embedded runner, when this process has one (Send hands runs to it directly).
+    handoff: Handoff | None = None
+    lease_seconds: float = 30.0
 
     @classmethod
     def create(cls, store: Store, agents: AgentRegistry, limits: Limits | None = None) -> Services:

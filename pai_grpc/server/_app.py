@@ -54,6 +54,7 @@ class App:
         self.settings = settings
         self.store = store or Store.open(settings.database_url)
         self.runtime = Runtime(self.store, agents)
+        self.runtime.services.lease_seconds = settings.lease_seconds
         self.scopes = ScopeResolver(settings.tokens, admin_tokens=settings.admin_tokens)
         self.runner: Runner | None = None
         self.health = health.aio.HealthServicer()

@@ -1,0 +1,81 @@
+"""Benchmark load generator, run in its own process so it does not share the server's core.
+
+``python -m pai_grpc.bench._client ADDRESS MODE CLIENTS SECONDS`` prints one JSON
+line: ``{"rate": ..., "ttfc": [...]}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from pai.v1 import parts_pb2, run_service_pb2, run_service_pb2_grpc
+from pai.v1 import thread_service_pb2 as tpb
+from pai.v1 import thread_service_pb2_grpc as tgrpc
+
+
+async def one_run(
+    threads: tgrpc.ThreadServiceStub, runs: run_service_pb2_grpc.RunServiceStub, thread_id: str
+) -> float:
+    """Send and stream one run to its terminal status; return seconds to the first text delta."""
+    start = time.perf_counter()
+    first = 0.0
+    part = parts_pb2.MessagePart(text=parts_pb2.TextPart(text="hi"))
+    handle = (await threads.Send(tpb.SendRequest(thread_id=thread_id, parts=[part]))).run
+    async for response in runs.StreamRun(run_service_pb2.StreamRunRequest(run_id=handle.run_id)):
+        if not first and response.event.chunk.WhichOneof("chunk") == "text_delta":
+            first = time.perf_counter() - start
+    return first
+
+
+async def main(address: str, mode: str, clients: int, seconds: float) -> dict[str, object]:
+    """Drive the server at ``address``."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        threads = tgrpc.ThreadServiceStub(channel)
+        runs = run_service_pb2_grpc.RunServiceStub(channel)
+        health = health_pb2_grpc.HealthStub(channel)
+        stop = time.perf_counter() + seconds
+        count = 0
+        if mode == "unary":
+
+            async def unary_client() -> None:
+                nonlocal count
+                while time.perf_counter() < stop:
+                    await health.Check(health_pb2.HealthCheckRequest())
+                    count += 1
+
+            start = time.perf_counter()
+            await asyncio.gather(*(unary_client() for _ in range(clients)))
+            return {"rate": count / (time.perf_counter() - start)}
+        ids = [
+            (await threads.CreateThread(tpb.CreateThreadRequest())).thread.id
+            for _ in range(clients)
+        ]
+        if mode == "ttfc":
+            for _ in range(5):
+                await one_run(threads, runs, ids[0])
+            samples = [await one_run(threads, runs, ids[0]) for _ in range(int(seconds))]
+            return {"ttfc": samples}
+        for thread_id in ids:
+            await one_run(threads, runs, thread_id)  # warm up
+
+        async def run_client(thread_id: str) -> None:
+            nonlocal count
+            while time.perf_counter() < stop:
+                await one_run(threads, runs, thread_id)
+                count += 1
+
+        stop = time.perf_counter() + seconds
+        start = time.perf_counter()
+        await asyncio.gather(*(run_client(t) for t in ids))
+        return {"rate": count / (time.perf_counter() - start)}
+
+
+if __name__ == "__main__":
+    address, mode, clients, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    print(json.dumps(asyncio.run(main(address, mode, clients, seconds))))
