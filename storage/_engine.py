@@ -112,6 +112,40 @@ class Engines:
             self._writer, self._in_thread, self._sync_write, fn
         )
 
+    async def migrate(self, fn: Callable[[Connection], T]) -> T:
+        """Run schema changes in one transaction.
+
+        On SQLite, foreign keys are switched off around it (they cannot change
+        inside a transaction): Alembic's batch mode rebuilds a table by copying
+        it, and dropping the old copy must not cascade into child rows. The
+        foreign keys are checked before committing.
+        """
+        if self._async is not None:
+            async with self._async.connect() as conn, conn.begin():
+                return await conn.run_sync(fn)
+        assert self._writer is not None
+        engine = self._sync_write
+        assert engine is not None
+
+        def work() -> T:
+            # The writer thread's own connection (the write pool holds only that one).
+            conn = self._connection(engine)
+            # On the raw DBAPI connection: SQLAlchemy would autobegin a transaction.
+            raw = conn.connection.dbapi_connection
+            assert raw is not None
+            raw.execute("PRAGMA foreign_keys=OFF")
+            try:
+                with conn.begin():
+                    result = fn(conn)
+                    broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                    if broken:
+                        raise RuntimeError(f"migration broke foreign keys: {broken[:5]}")
+                return result
+            finally:
+                raw.execute("PRAGMA foreign_keys=ON")
+
+        return await asyncio.get_running_loop().run_in_executor(self._writer, work)
+
     async def read(self, fn: Callable[[Connection], T], *, heavy: bool = False) -> T:
         """Run ``fn`` in one read transaction (a consistent snapshot).
 
@@ -130,21 +164,26 @@ class Engines:
             self._readers, self._in_thread, self._sync_read, fn
         )
 
-    def _in_thread(self, engine: Engine | None, fn: Callable[[Connection], T]) -> T:
-        """One transaction on the calling thread's own, long-lived connection."""
-        assert engine is not None
+    def _connection(self, engine: Engine) -> Connection:
+        """The calling thread's own, long-lived connection to ``engine``."""
         conns: dict[int, Connection] = self._local.__dict__.setdefault("conns", {})
         conn = conns.get(id(engine))
         if conn is None or conn.closed or conn.invalidated:
             conn = conns[id(engine)] = engine.connect()
             with self._all_lock:
                 self._all.append(conn)
+        return conn
+
+    def _in_thread(self, engine: Engine | None, fn: Callable[[Connection], T]) -> T:
+        """One transaction on the calling thread's own, long-lived connection."""
+        assert engine is not None
+        conn = self._connection(engine)
         try:
             with conn.begin():
                 return fn(conn)
         except DBAPIError as e:
             if e.connection_invalidated:
-                conns.pop(id(engine), None)
+                self._local.__dict__.get("conns", {}).pop(id(engine), None)
             raise
 
     async def dispose(self) -> None:

@@ -46,12 +46,12 @@ async def current_revision(store: Store) -> str | None:
 
 async def upgrade(store: Store, revision: str = "head") -> None:
     """Upgrade the database to ``revision``."""
-    await store.engines.write(lambda c: command.upgrade(alembic_config(c), revision))
+    await store.engines.migrate(lambda c: command.upgrade(alembic_config(c), revision))
 
 
 async def downgrade(store: Store, revision: str) -> None:
     """Downgrade the database to ``revision`` (``base`` drops everything)."""
-    await store.engines.write(lambda c: command.downgrade(alembic_config(c), revision))
+    await store.engines.migrate(lambda c: command.downgrade(alembic_config(c), revision))
 
 
 async def check_schema(store: Store) -> None:

@@ -154,11 +154,17 @@ class Store:
         )
 
     async def context(
-        self, scope: str, thread_id: str, *, view: str = "context"
+        self, scope: str, thread_id: str, *, view: str = "context", from_position: int = 0
     ) -> tuple[ThreadRecord, list[MessageRecord]]:
-        """The thread head and every message of ``view`` up to it, from one snapshot."""
+        """The thread head and the messages of ``view`` below it, from one snapshot.
+
+        With ``from_position`` only later messages are read: callers that hold
+        the earlier ones pass the count they hold, and must reload from 0 when
+        the head's ``history_epoch`` differs from theirs.
+        """
         return await self._engines.read(
-            lambda c: self._sql.context(c, scope, thread_id, view), heavy=True
+            lambda c: self._sql.context(c, scope, thread_id, view, from_position),
+            heavy=from_position == 0,
         )
 
     async def get_messages(

@@ -55,6 +55,8 @@ class ThreadRecord:
     message_count: int
     created_at: datetime
     updated_at: datetime
+    #: Changes whenever existing messages are rewritten (updated or truncated).
+    history_epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,7 @@ def thread_record(row: Row[Any]) -> ThreadRecord:
         message_count=m["next_position"],
         created_at=required(m["created_at"]),
         updated_at=required(m["updated_at"]),
+        history_epoch=m["history_epoch"],
     )
 
 

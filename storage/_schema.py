@@ -52,6 +52,9 @@ threads = Table(
     Column("next_position", BigInteger, nullable=False),
     # Next per-thread run sequence number (queue order).
     Column("next_run_seq", BigInteger, nullable=False),
+    # Bumped by every write that changes or removes existing messages (not by
+    # appends), so a reader holding a context can extend it incrementally.
+    Column("history_epoch", BigInteger, nullable=False, server_default="0"),
     Column("created_at", Ts, nullable=False),
     Column("updated_at", Ts, nullable=False),
     Index(None, "scope", "created_at"),

@@ -243,9 +243,13 @@ class Sql:
         return Page(rows, token)
 
     def context(
-        self, conn: Connection, scope: str, thread_id: str, view: str
+        self, conn: Connection, scope: str, thread_id: str, view: str, from_position: int = 0
     ) -> tuple[ThreadRecord, list[MessageRecord]]:
-        """The thread head and every message of ``view`` up to it, read consistently."""
+        """The thread head and the messages of ``view`` below it, read consistently.
+
+        ``from_position`` skips messages a caller already holds (valid while
+        the head's ``history_epoch`` is unchanged).
+        """
         row = conn.execute(self._thread_stmt(), {"p_id": thread_id, "p_scope": scope}).first()
         if row is None:
             raise NotFound("thread", thread_id)
@@ -256,13 +260,14 @@ class Sql:
                 select(messages)
                 .where(
                     messages.c.thread_id == bindparam("p_thread"),
+                    messages.c.position >= bindparam("p_from"),
                     messages.c.position < bindparam("p_count"),
                     *view_conditions(view),
                 )
                 .order_by(messages.c.position)
             ),
         )
-        params = {"p_thread": thread_id, "p_count": head.message_count}
+        params = {"p_thread": thread_id, "p_count": head.message_count, "p_from": from_position}
         return head, [message_record(r) for r in conn.execute(stmt, params).all()]
 
     def get_messages(
@@ -457,6 +462,7 @@ class Sql:
                 active_run_id=None,
                 next_position=0,
                 next_run_seq=0,
+                history_epoch=0,
                 created_at=now,
                 updated_at=now,
             )
@@ -521,6 +527,7 @@ class Sql:
             "v_updated_at": now,
             "p_n_append": len(ws.append_messages),
             "p_n_runs": len(ws.insert_runs),
+            "p_rewrite": int(bool(ws.update_messages or truncate_at is not None)),
         }
         if patch is not None:
             for name in ("status", "metadata", "private_metadata", "active_run_id"):
@@ -579,6 +586,7 @@ class Sql:
             "updated_at": bindparam("v_updated_at", type_=threads.c.updated_at.type),
             "next_position": base + bindparam("p_n_append", type_=Integer),
             "next_run_seq": threads.c.next_run_seq + bindparam("p_n_runs", type_=Integer),
+            "history_epoch": threads.c.history_epoch + bindparam("p_rewrite", type_=Integer),
         }
         for name in fields_set:
             values[name] = bindparam(f"v_{name}", type_=threads.c[name].type)

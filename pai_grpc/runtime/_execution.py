@@ -37,7 +37,7 @@ from pai_grpc.domain import (
     new_id,
 )
 from pai_grpc.errors import ModelError
-from pai_grpc.models import ModelCall, to_model_messages
+from pai_grpc.models import ModelCall
 from pai_grpc.runtime._agents import Agent
 from pai_grpc.runtime._records import message_from_record, parts_to_json, payload_to_json
 from pai_grpc.runtime._reducer import StepReducer, StreamProtocolError
@@ -303,10 +303,10 @@ class Execution:
         appended while the step runs never leak into it.
         """
         try:
-            head, records = await self._store.context(self._scope, self._thread_id)
+            context = await self._services.contexts.read(self._scope, self._thread_id)
         except StorageNotFound as e:
             raise _RunFailure("THREAD_GONE", "the thread was deleted") from e
-        return head.message_count, to_model_messages(message_from_record(r) for r in records)
+        return context.count, context.model_messages
 
     async def _prepare_model_step(self, context: list[ModelMessage]) -> ModelCall:
         """prepare_model_step: the effective request of this step."""

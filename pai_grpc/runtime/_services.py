@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pai_grpc.runtime._agents import AgentRegistry
+from pai_grpc.runtime._context_cache import ContextCache
 from pai_grpc.runtime._signals import Signals
 from pai_grpc.runtime._validate import Limits
 from pai_grpc.streams import Broker, ThreadHint, ThreadHub
@@ -40,6 +41,7 @@ class Services:
     threads: ThreadHub
     signals: Signals
     limits: Limits
+    contexts: ContextCache
     #: The embedded runner, when this process has one (Send hands runs to it directly).
     handoff: Handoff | None = None
     lease_seconds: float = 30.0
@@ -55,6 +57,7 @@ class Services:
             threads=threads,
             signals=Signals(store, broker, threads),
             limits=limits or Limits(),
+            contexts=ContextCache(store),
         )
 
     async def commit(
