@@ -27,40 +27,45 @@ def _settings(ns: argparse.Namespace) -> Settings:
     )
 
 
-def cmd_serve(ns: argparse.Namespace) -> int:
-    """Serve the API (and run an embedded runner)."""
-    from pai_grpc._agents_setup import build_agents
-    from pai_grpc.server import App
+def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
+    """Load the agents (connecting tool servers), then run a server or runner until SIGTERM."""
+    from pai_grpc._agents_setup import load_agents
+    from pai_grpc.server import App, RunnerProcess
     from storage import SchemaMismatch
 
     settings = _settings(ns)
-    if ns.no_runner:
+    if getattr(ns, "no_runner", False):
         settings.embedded_runner = False
-    app = App(settings, build_agents(settings))
+    if getattr(ns, "concurrency", None):
+        settings.runner_concurrency = ns.concurrency
+
+    async def main() -> None:
+        agents, servers = await load_agents(settings)
+        try:
+            process: App | RunnerProcess = (
+                RunnerProcess(settings, agents) if runner_only else App(settings, agents)
+            )
+            await process.run_until_signal()
+        finally:
+            for server in servers:
+                await server.close()
+
     try:
-        asyncio.run(app.run_until_signal())
+        asyncio.run(main())
     except SchemaMismatch as e:
         logging.getLogger("pai_grpc").error("cannot start: %s", e)
         return 2
     return 0
+
+
+def cmd_serve(ns: argparse.Namespace) -> int:
+    """Serve the API (and run an embedded runner)."""
+    return _run_process(ns, runner_only=False)
 
 
 def cmd_runner(ns: argparse.Namespace) -> int:
     """Run a runner-only process against the shared database."""
-    from pai_grpc._agents_setup import build_agents
-    from pai_grpc.server import RunnerProcess
-    from storage import SchemaMismatch
-
-    settings = _settings(ns)
-    if ns.concurrency:
-        settings.runner_concurrency = ns.concurrency
-    process = RunnerProcess(settings, build_agents(settings))
-    try:
-        asyncio.run(process.run_until_signal())
-    except SchemaMismatch as e:
-        logging.getLogger("pai_grpc").error("cannot start: %s", e)
-        return 2
-    return 0
+    return _run_process(ns, runner_only=True)
 
 
 def cmd_migrate(ns: argparse.Namespace) -> int:

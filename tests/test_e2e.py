@@ -183,10 +183,11 @@ async def test_a_model_error_fails_the_run_with_its_reason(sqlite_url: str) -> N
 
 
 async def test_unimplemented_rpcs_answer_unimplemented(server: InProcessServer) -> None:
+    from pai.v1 import admin_service_pb2, admin_service_pb2_grpc
+
+    admin = admin_service_pb2_grpc.AdminServiceStub(server.channel)
     with pytest.raises(grpc.aio.AioRpcError) as info:
-        await server.runs.ResolvePendingAction(
-            run_service_pb2.ResolvePendingActionRequest(run_id="run_x")
-        )
+        await admin.UpdateMessageVisibility(admin_service_pb2.UpdateMessageVisibilityRequest())
     assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 

@@ -2,6 +2,7 @@
 
 from pai_grpc.models._messages import is_reasoning_file, to_model_messages, tool_result_output
 from pai_grpc.models._protocol import LanguageModel, ModelCall
+from pai_grpc.models._prune import prune_reasoning
 from pai_grpc.models._scripted import (
     OFFLINE_NOTICE,
     OfflineModel,
@@ -10,19 +11,26 @@ from pai_grpc.models._scripted import (
     ScriptStep,
     last_user_text,
     text_step,
+    tool_call_step,
 )
+from pai_grpc.models._selection import ModelRegistry, ModelSelection, UnknownModel
 
 __all__ = [
     "OFFLINE_NOTICE",
     "LanguageModel",
     "ModelCall",
+    "ModelRegistry",
+    "ModelSelection",
     "OfflineModel",
     "Script",
     "ScriptStep",
     "ScriptedModel",
+    "UnknownModel",
     "is_reasoning_file",
     "last_user_text",
+    "prune_reasoning",
     "text_step",
     "to_model_messages",
+    "tool_call_step",
     "tool_result_output",
 ]

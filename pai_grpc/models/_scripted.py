@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TypeAlias
 
 from pai_grpc.domain import (
     FinishStepChunk,
+    JsonValue,
     ModelMessage,
     ResponseInfo,
     StepStreamChunk,
     TextDeltaChunk,
     TextEndChunk,
     TextStartChunk,
+    ToolCallChunk,
+    ToolInputDeltaChunk,
+    ToolInputEndChunk,
+    ToolInputStartChunk,
     Usage,
     UserModelMessage,
 )
@@ -42,6 +48,24 @@ def text_step(
             usage=usage or Usage(input_tokens=1, output_tokens=max(1, len(pieces))),
             finish_reason="stop",
         )
+    )
+    return chunks
+
+
+def tool_call_step(*calls: tuple[str, str, JsonValue], text: str = "") -> list[StepStreamChunk]:
+    """Chunks of a step that calls tools: ``(tool_call_id, tool_name, input)`` each."""
+    chunks: list[StepStreamChunk] = text_step(text)[:-1] if text else []
+    for call_id, name, value in calls:
+        raw = json.dumps(value)
+        chunks += [
+            ToolInputStartChunk(id=call_id, tool_name=name),
+            ToolInputDeltaChunk(id=call_id, delta=raw[: len(raw) // 2]),
+            ToolInputDeltaChunk(id=call_id, delta=raw[len(raw) // 2 :]),
+            ToolInputEndChunk(id=call_id),
+            ToolCallChunk(tool_call_id=call_id, tool_name=name, input=value),
+        ]
+    chunks.append(
+        FinishStepChunk(usage=Usage(input_tokens=1, output_tokens=1), finish_reason="tool-calls")
     )
     return chunks
 

@@ -5,6 +5,7 @@ from pai_grpc.runtime._execution import Execution
 from pai_grpc.runtime._mutations import (
     RegenerateInput,
     RegenerateResult,
+    Resolution,
     SendInput,
     TriggerInput,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "Limits",
     "RegenerateInput",
     "RegenerateResult",
+    "Resolution",
     "Runner",
     "Runtime",
     "SendInput",

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pai_grpc.domain import JsonObject, ModelSettings
 from pai_grpc.errors import InvalidArgument
 from pai_grpc.models import LanguageModel
+from pai_grpc.tools import Tool
 
 DEFAULT_AGENT = "default"
 
@@ -22,6 +23,7 @@ class Agent:
         max_steps: Model-step ceiling per execution episode.
         model_settings: Portable settings spread into every call.
         provider_options: Provider-specific options, passed separately.
+        tools: Tools the model may call (backend, remote or client tools).
     """
 
     name: str
@@ -30,6 +32,11 @@ class Agent:
     max_steps: int = 8
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     provider_options: JsonObject = field(default_factory=dict)
+    tools: list[Tool] = field(default_factory=list)
+
+    def tool_map(self) -> dict[str, Tool]:
+        """The agent's tools by name."""
+        return {t.name: t for t in self.tools}
 
 
 class AgentRegistry:

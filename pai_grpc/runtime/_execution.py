@@ -24,8 +24,12 @@ from pai_grpc.domain import (
     ChunkEvent,
     ErrorChunk,
     FinishChunk,
+    Message,
     MessageEvent,
+    MessagePart,
     ModelMessage,
+    PendingAction,
+    PendingActionEvent,
     RunError,
     RunEvent,
     RunEventPayload,
@@ -33,16 +37,19 @@ from pai_grpc.domain import (
     StatusEvent,
     StepStreamChunk,
     SystemModelMessage,
+    ToolCallChunk,
+    ToolPart,
     Usage,
     new_id,
 )
 from pai_grpc.errors import ModelError
-from pai_grpc.models import ModelCall
+from pai_grpc.models import ModelCall, prune_reasoning
 from pai_grpc.runtime._agents import Agent
 from pai_grpc.runtime._records import message_from_record, parts_to_json, payload_to_json
 from pai_grpc.runtime._reducer import StepReducer, StreamProtocolError
 from pai_grpc.runtime._services import Services
 from pai_grpc.runtime._sink import EventSink
+from pai_grpc.runtime._tool_phase import WAITING_STATES, ToolOutcome, ToolPhase, recovered
 from pai_grpc.streams import ThreadHint
 from storage import (
     NOW,
@@ -50,8 +57,11 @@ from storage import (
     ClaimedRun,
     CommitResult,
     LeaseLost,
+    MessagePatch,
     NewEvent,
     NewMessage,
+    NewPendingAction,
+    PendingActionRecord,
     RunPatch,
     ThreadPatch,
     VersionConflict,
@@ -97,6 +107,8 @@ class Execution:
         self._thread_id = claimed.run.thread_id
         self._usage = Usage.model_validate(claimed.run.usage)
         self._step_count = claimed.run.step_count
+        #: The run's input (with suspend bookkeeping while tools wait).
+        self._input: dict[str, Any] = dict(claimed.run.input)
         self.sink = EventSink(
             services=services,
             scope=self._scope,
@@ -248,6 +260,8 @@ class Execution:
             await self._apply_queued_message(queued)
         elif isinstance(regenerate, dict) and not regenerate.get("applied"):
             await self._apply_queued_regenerate(str(regenerate.get("target_message_id", "")))
+        if self._run.operation == "resume" or self._run.attempts > 1:
+            await self._settle_tools()
 
     async def _apply_queued_message(self, queued: dict[str, Any]) -> None:
         parts, metadata = queued.get("parts"), queued.get("metadata")
@@ -318,6 +332,7 @@ class Execution:
         return ModelCall(
             messages=context,
             instructions=instructions,
+            tools=[t.manifest() for t in self._agent.tools],
             settings=self._agent.model_settings,
             provider_options=self._agent.provider_options,
         )
@@ -328,7 +343,9 @@ class Execution:
         start = StartStepChunk()
         reducer.apply(start)
         self.emit(ChunkEvent(chunk=start))
-        stream = await self._agent.model.stream(call)
+        # Pruned for the provider attempt only; hooks and history keep the full context.
+        attempt = replace(call, messages=prune_reasoning(call.messages))
+        stream = await self._agent.model.stream(attempt)
         try:
             async for chunk in self._transform_step_stream(stream):
                 self._check_sink()
@@ -367,13 +384,24 @@ class Execution:
             )
         self._usage = self._usage + outcome.usage
         self._step_count += 1
+        parts = reducer.finalize()
         message = NewMessage(
             id=new_id("msg"),
             role="assistant",
-            parts=parts_to_json(reducer.finalize()),
+            parts=parts_to_json(parts),
             run_id=self.run_id,
             step_index=self._step_count - 1,
         )
+        calls = [c for c in reducer.tool_calls if not c.provider_executed and not c.invalid]
+        if calls:
+            # The calls are durable before any tool runs, so a lost runner's
+            # successor knows which ones may have had side effects (TH-03).
+            await self._commit_step(message)
+            phase = self._phase(message.id, {t.name for t in outcome.request.tools})
+            by_id = {p.tool_call_id: p for p in parts if isinstance(p, ToolPart)}
+            outcomes = await phase.run([(c, by_id[c.tool_call_id]) for c in calls])
+            await self._apply_outcomes(message.id, parts, outcomes)
+            return  # a step with runtime tool calls continues with another step
         # No tool calls: the run completes, unless a user steered it meanwhile
         # (steering takes precedence over completion and next-step requests).
         anchor = outcome.anchor_count
@@ -391,6 +419,170 @@ class Execution:
                 if steered:
                     await self._commit_step(message)
                     return
+
+    def _phase(self, message_id: str, advertised: set[str]) -> ToolPhase:
+        return ToolPhase(
+            run_id=self.run_id,
+            thread_id=self._thread_id,
+            tools=self._agent.tool_map(),
+            advertised=advertised,
+            message_id=message_id,
+        )
+
+    async def _apply_outcomes(
+        self, message_id: str, parts: list[MessagePart], outcomes: list[ToolOutcome]
+    ) -> None:
+        """Publish tool results and commit them into the step's message.
+
+        With pending actions (client tools, suspends) the run waits, in the
+        same write; otherwise the loop goes on to the next step.
+        """
+        replaced = {o.part.tool_call_id: o.part for o in outcomes}
+        for outcome in outcomes:
+            for chunk in outcome.chunks:
+                self.emit(ChunkEvent(chunk=chunk))
+        final = [replaced.get(p.tool_call_id, p) if isinstance(p, ToolPart) else p for p in parts]
+        parts[:] = final
+        pending = [o.pending for o in outcomes if o.pending is not None]
+        suspends = dict(self._input.get("suspends") or {})
+        for o in outcomes:
+            if o.pending is not None and o.suspend is not None:
+                suspends[o.pending.tool_call_id] = o.suspend
+        self._input = {**self._input, "suspends": suspends}
+        if not pending:
+            await self._commit(
+                WriteSet(
+                    scope=self._scope,
+                    thread_id=self._thread_id,
+                    update_messages=[MessagePatch(id=message_id, parts=parts_to_json(final))],
+                    update_runs=[RunPatch(id=self.run_id, lease=self._lease, input=self._input)],
+                )
+            )
+            return
+        now = datetime.now(UTC)
+        await self._commit(
+            WriteSet(
+                scope=self._scope,
+                thread_id=self._thread_id,
+                thread=ThreadPatch(status="waiting"),
+                update_messages=[MessagePatch(id=message_id, parts=parts_to_json(final))],
+                insert_pending=pending,
+                update_runs=[
+                    RunPatch(
+                        id=self.run_id,
+                        lease=self._lease,
+                        status="waiting",
+                        input=self._input,
+                        usage=self._usage.model_dump(mode="json", exclude_none=True),
+                        step_count=self._step_count,
+                        release_lease=True,
+                    )
+                ],
+            ),
+            after=lambda _result: [
+                *(
+                    PendingActionEvent(action=_pending_domain(p, self._thread_id, now))
+                    for p in pending
+                ),
+                StatusEvent(status="waiting"),
+            ],
+            count=len(pending) + 1,
+            kinds=("status",),
+        )
+        raise _Stop
+
+    async def _settle_tools(self) -> None:
+        """On resume or recovery: finish the tool parts the last step left waiting.
+
+        A resolved pending action resumes its tool (or delivers the client's
+        result); a call that was executing when the previous runner was lost
+        gets a recovery error, since it may or may not have run (TH-03).
+        """
+        message = await self._last_step_message()
+        if message is None:
+            return
+        parts = list(message.parts)
+        waiting = [
+            p
+            for p in parts
+            if isinstance(p, ToolPart) and not p.provider_executed and p.state in WAITING_STATES
+        ]
+        if not waiting:
+            return
+        actions = {
+            a.tool_call_id: a
+            for a in await self._store.list_pending_actions(self._scope, self.run_id)
+        }
+        tools = self._agent.tool_map()
+        plan: list[tuple[ToolPart, PendingActionRecord | None]] = []
+        executing: dict[str, ToolPart] = {}
+        for part in waiting:
+            action = actions.get(part.tool_call_id)
+            if action is not None and action.status == "open":
+                continue  # still waiting for its human
+            if (
+                action is not None
+                and action.status == "resolved"
+                and action.kind != "client_tool"
+                and part.state != "approval-responded"
+            ):
+                executing[part.tool_call_id] = part.model_copy(
+                    update={"state": "approval-responded"}
+                )
+            plan.append((part, action))
+        if not plan:
+            return
+        if executing:
+            # Resumed executions are marked durable first, like a step's first
+            # execution: if this runner is lost, the next one must not redo them.
+            marked = [
+                executing.get(p.tool_call_id, p) if isinstance(p, ToolPart) else p for p in parts
+            ]
+            await self._commit(
+                WriteSet(
+                    scope=self._scope,
+                    thread_id=self._thread_id,
+                    update_messages=[MessagePatch(id=message.id, parts=parts_to_json(marked))],
+                    update_runs=[RunPatch(id=self.run_id, lease=self._lease)],
+                )
+            )
+        phase = self._phase(message.id, set(tools))
+        suspends = dict(self._input.get("suspends") or {})
+        outcomes: list[ToolOutcome] = []
+        for part, action in plan:
+            if action is not None and action.status == "resolved":
+                if part.state == "approval-responded":
+                    outcomes.append(recovered(part))  # it was executing when lost
+                    continue
+                resolution = action.resolution if isinstance(action.resolution, dict) else {}
+                outcomes.append(
+                    await phase.resume(
+                        part,
+                        kind=action.kind,
+                        action_id=action.id,
+                        resolution=resolution,
+                        suspend=suspends.pop(part.tool_call_id, None),
+                    )
+                )
+            elif (tool := tools.get(part.tool_name)) is not None and tool.is_client:
+                # Nothing ran yet for a client tool: open its pending action again.
+                call = ToolCallChunk(
+                    tool_call_id=part.tool_call_id, tool_name=part.tool_name, input=part.input
+                )
+                outcomes.append(await phase.initial(call, part))
+            else:
+                outcomes.append(recovered(part))
+        self._input = {**self._input, "suspends": suspends}
+        await self._apply_outcomes(message.id, parts, outcomes)
+
+    async def _last_step_message(self) -> Message | None:
+        page = await self._store.list_messages(
+            self._scope, self._thread_id, view="all", order="desc", limit=50
+        )
+        for record in page.items:
+            if record.run_id == self.run_id and record.role == "assistant":
+                return message_from_record(record)
+        return None
 
     async def _steered_since(self, anchor: int) -> tuple[bool, int]:
         """Whether a user message was committed at or after ``anchor``; and the count now."""
@@ -557,6 +749,23 @@ class Execution:
         promoted = runnable and result.thread is not None and bool(result.thread.active_run_id)
         services.after_commit(hint=hint, runnable=promoted)
         return result
+
+
+def _pending_domain(p: NewPendingAction, thread_id: str, now: datetime) -> PendingAction:
+    return PendingAction.model_validate(
+        {
+            "id": p.id,
+            "run_id": p.run_id,
+            "thread_id": thread_id,
+            "kind": p.kind,
+            "status": "open",
+            "tool_call_id": p.tool_call_id,
+            "tool_name": p.tool_name,
+            "input": p.input,
+            "request": p.request,
+            "created_at": now,
+        }
+    )
 
 
 class _RunFailure(Exception):

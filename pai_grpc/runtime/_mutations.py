@@ -50,6 +50,7 @@ from storage import (
     ClaimedRun,
     DuplicateRequest,
     IdempotencyRecord,
+    InvalidJson,
     Lease,
     MessagePatch,
     MessageRecord,
@@ -65,6 +66,7 @@ from storage import (
     ThreadRecord,
     VersionConflict,
     WriteSet,
+    check_strict_json,
 )
 
 #: How often a contended thread's CAS is retried before the caller sees ABORTED.
@@ -105,6 +107,34 @@ class RegenerateInput:
     request_id: str = ""
     etag: str = ""
     run_metadata: JsonObject | None = None
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The answer to a pending action: a client tool's result, an approval, or data."""
+
+    kind: str
+    output: JsonValue = None
+    error_text: str | None = None
+    approved: bool | None = None
+    reason: str | None = None
+    data: JsonValue = None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The stored resolution (what the resumed tool receives)."""
+        match self.kind:
+            case "tool_result":
+                if self.error_text is not None:
+                    return {"error_text": self.error_text}
+                return {"output": self.output}
+            case "approval":
+                return {"approved": bool(self.approved), "reason": self.reason}
+            case _:
+                return {"data": self.data}
+
+
+#: Which resolution answers which pending action kind.
+_ANSWERS = {"client_tool": "tool_result", "approval": "approval", "data": "data"}
 
 
 @dataclass(frozen=True)
@@ -551,6 +581,103 @@ class Mutations:
         retained = [i for p, i in ids if p < target.position]
         removed = [i for p, i in ids if p >= target.position]
         return retained, removed
+
+    # ---- pending actions ---------------------------------------------------
+
+    async def resolve_pending_action(
+        self,
+        scope: str,
+        run_id: str,
+        action_id: str,
+        resolution: Resolution,
+        *,
+        request_id: str = "",
+    ) -> Run:
+        """Answer a pending action of a waiting run; resume it once nothing is open.
+
+        Resolving an action that is no longer open is FAILED_PRECONDITION and
+        changes nothing.
+        """
+        v = Violations()
+        check_id(v, "run_id", "run", run_id)
+        check_id(v, "action_id", "act", action_id)
+        check_request_id(v, request_id, self.services.limits)
+        try:
+            resolved_json = resolution.to_json()
+            check_strict_json(resolved_json, path="resolution")
+        except InvalidJson as e:
+            v.add(e.path, e.detail)
+            resolved_json = {}
+        v.raise_if_any()
+        key = f"resolve:{request_id}" if request_id else ""
+        digest = fingerprint({"run": run_id, "action": action_id, "resolution": resolved_json})
+        store = self.services.store
+
+        async def attempt() -> _Attempt:
+            run = await store.get_run(scope, run_id)
+            if run is None:
+                raise NotFoundError("run", run_id)
+            actions = await store.list_pending_actions(scope, run_id)
+            action = next((a for a in actions if a.id == action_id), None)
+            if action is None:
+                raise NotFoundError("pending action", action_id)
+            if action.status != "open":
+                raise FailedPrecondition(
+                    f"pending action {action_id!r} is already {action.status}",
+                    reason="PENDING_ACTION_NOT_OPEN",
+                )
+            if run.status != "waiting":
+                raise FailedPrecondition(
+                    f"run {run_id!r} is {run.status}, not waiting", reason="RUN_NOT_WAITING"
+                )
+            expected = _ANSWERS.get(action.kind)
+            if resolution.kind != expected:
+                raise InvalidArgument.field(
+                    "resolution",
+                    f"a {action.kind} pending action is answered with {expected}, "
+                    f"not {resolution.kind}",
+                    reason="WRONG_RESOLUTION",
+                )
+            still_open = [a for a in actions if a.status == "open" and a.id != action_id]
+            ws = WriteSet(
+                scope=scope,
+                thread_id=run.thread_id,
+                update_pending=[
+                    PendingActionPatch(id=action_id, status="resolved", resolution=resolved_json)
+                ],
+                update_runs=[RunPatch(id=run_id, expect_status=("waiting",))],
+            )
+            if still_open:
+                return _Attempt(ws, {"run_id": run_id})
+            # Every answer is in: the run becomes runnable again (operation resume).
+            ws.update_runs = [
+                RunPatch(
+                    id=run_id,
+                    expect_status=("waiting",),
+                    expect_unleased=True,
+                    status="running",
+                    operation="resume",
+                )
+            ]
+            ws.expected_status = ("waiting",)
+            ws.thread = ThreadPatch(status="running")
+            return _Attempt(
+                ws,
+                {"run_id": run_id},
+                hint=ThreadHint(run.thread_id, ("status",)),
+                runnable=True,
+            )
+
+        try:
+            await self._mutate(scope, key, digest, attempt)
+        except StateConflict as e:
+            raise FailedPrecondition(
+                f"pending action {action_id!r} was resolved concurrently",
+                reason="PENDING_ACTION_NOT_OPEN",
+            ) from e
+        record = await store.get_run(scope, run_id)
+        assert record is not None
+        return run_from_record(record)
 
     # ---- cancellation ------------------------------------------------------
 

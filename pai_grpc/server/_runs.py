@@ -6,8 +6,14 @@ from collections.abc import AsyncIterator
 
 from pai.v1 import run_service_pb2 as pb
 from pai.v1 import run_service_pb2_grpc as pb_grpc
-from pai_grpc.convert import pending_action_to_proto, run_event_to_proto, run_to_proto
-from pai_grpc.runtime import Runtime
+from pai_grpc.convert import (
+    pending_action_to_proto,
+    run_event_to_proto,
+    run_to_proto,
+    value_from_proto,
+)
+from pai_grpc.errors import InvalidArgument
+from pai_grpc.runtime import Resolution, Runtime
 from pai_grpc.server._errors import Context, fill_unimplemented, guarded
 from pai_grpc.server._scope import ScopeResolver
 
@@ -57,6 +63,47 @@ class RunService(pb_grpc.RunServiceServicer):
             scope, request.run_id, reason=request.reason if request.HasField("reason") else None
         )
         return pb.CancelRunResponse(run=run_to_proto(run))
+
+    @guarded
+    async def ResolvePendingAction(
+        self, request: pb.ResolvePendingActionRequest, context: Context
+    ) -> pb.ResolvePendingActionResponse:
+        """Answer a pending action (client tool result, approval decision or data)."""
+        scope = self._scopes.resolve(context)
+        run = await self._runtime.resolve_pending_action(
+            scope,
+            request.run_id,
+            request.action_id,
+            resolution_from_proto(request),
+            request_id=request.request_id,
+        )
+        return pb.ResolvePendingActionResponse(run=run_to_proto(run))
+
+
+def resolution_from_proto(request: pb.ResolvePendingActionRequest) -> Resolution:
+    """The domain resolution of a request (INVALID_ARGUMENT when none is set)."""
+    try:
+        match request.WhichOneof("resolution"):
+            case "tool_result":
+                result = request.tool_result
+                if result.WhichOneof("result") == "error_text":
+                    return Resolution(kind="tool_result", error_text=result.error_text)
+                output = value_from_proto(result.output) if result.HasField("output") else None
+                return Resolution(kind="tool_result", output=output)
+            case "approval":
+                decision = request.approval
+                return Resolution(
+                    kind="approval",
+                    approved=decision.approved,
+                    reason=decision.reason if decision.HasField("reason") else None,
+                )
+            case "data":
+                return Resolution(kind="data", data=value_from_proto(request.data))
+    except ValueError as e:
+        raise InvalidArgument.field("resolution", str(e)) from e
+    raise InvalidArgument.field(
+        "resolution", "set one of tool_result, approval or data", reason="MISSING_RESOLUTION"
+    )
 
 
 fill_unimplemented(RunService, "pai.v1.RunService")

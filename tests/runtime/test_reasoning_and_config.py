@@ -1,0 +1,211 @@
+"""Reasoning pruning (RSN), model selection (RT-06) and agents/tools from the config file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pai.v1 import thread_service_pb2 as tpb
+from pai_grpc.config import ConfigError, Settings
+from pai_grpc.domain import (
+    AssistantModelMessage,
+    FinishStepChunk,
+    ModelReasoningPart,
+    ModelTextPart,
+    ReasoningDeltaChunk,
+    ReasoningEndChunk,
+    ReasoningStartChunk,
+    StepStreamChunk,
+    UserModelMessage,
+)
+from pai_grpc.models import ModelCall, ScriptedModel, prune_reasoning, text_step, tool_call_step
+from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
+from pai_grpc.testing import serve_in_process
+from pai_grpc.tools import ToolContext, serve_tools, tool
+from tests.runtime.support import new_thread, send, wait_run
+
+
+def thinking(text: str, then: list[StepStreamChunk]) -> list[StepStreamChunk]:
+    return [
+        ReasoningStartChunk(id="r"),
+        ReasoningDeltaChunk(id="r", text=text),
+        ReasoningDeltaChunk(id="r", text="", provider_metadata={"anthropic": {"signature": "sig"}}),
+        ReasoningEndChunk(id="r"),
+        *then,
+    ]
+
+
+def reasoning_texts(call: ModelCall) -> list[str]:
+    return [
+        p.text
+        for m in call.messages
+        if isinstance(m, AssistantModelMessage)
+        for p in m.content
+        if isinstance(p, ModelReasoningPart)
+    ]
+
+
+@pytest.mark.rule("RSN-01")
+@pytest.mark.rule("RSN-02")
+@pytest.mark.rule("RSN-04")
+async def test_reasoning_of_earlier_turns_is_pruned_and_the_current_turn_keeps_it(
+    database_url: str,
+) -> None:
+    def script(call: ModelCall) -> list[StepStreamChunk]:
+        turn = sum(isinstance(m, UserModelMessage) for m in call.messages)
+        has_result = any(m.role == "tool" for m in call.messages[-1:])
+        if turn == 1 and not has_result:
+            return thinking("turn one plan", tool_call_step(("c1", "lookup", {})))
+        return thinking(f"turn {turn} final", text_step(f"answer {turn}"))
+
+    from pydantic import BaseModel
+
+    class Empty(BaseModel):
+        pass
+
+    @tool()
+    async def lookup(value: Empty, ctx: ToolContext) -> str:
+        return "found"
+
+    model = ScriptedModel(script)
+    agents = AgentRegistry([Agent(name=DEFAULT_AGENT, model=model, tools=[lookup])])
+    async with serve_in_process(database_url, agents=agents) as srv:
+        thread_id = await new_thread(srv)
+        await wait_run(srv, (await send(srv, thread_id, "first")).run_id)
+        # Within turn one the tool step's reasoning is replayed (RSN-02).
+        assert reasoning_texts(model.calls[1]) == ["turn one plan"]
+        await wait_run(srv, (await send(srv, thread_id, "second")).run_id)
+        # Turn two: turn one's reasoning is gone from the provider request (RSN-01) ...
+        assert reasoning_texts(model.calls[2]) == []
+        assert any(
+            isinstance(p, ModelTextPart) and p.text == "answer 1"
+            for m in model.calls[2].messages
+            if isinstance(m, AssistantModelMessage)
+            for p in m.content
+        )
+        # ... but stored messages keep it (RSN-04).
+        page = await srv.store.list_messages("default", thread_id, view="all")
+        stored = [p.get("text") for m in page.items for p in m.parts if p.get("type") == "reasoning"]  # type: ignore[union-attr]
+        assert stored == ["turn one plan", "turn 1 final", "turn 2 final"]
+
+
+@pytest.mark.rule("RSN-03")
+def test_without_a_user_message_reasoning_is_kept() -> None:
+    assistant = AssistantModelMessage(
+        content=[ModelReasoningPart(text="why"), ModelTextPart(text="hi")]
+    )
+    assert prune_reasoning([assistant]) == [assistant]
+    user = UserModelMessage(content=[ModelTextPart(text="q")])
+    only_reasoning = AssistantModelMessage(content=[ModelReasoningPart(text="x")])
+    # Empty after pruning -> dropped; the current turn (after the user) untouched.
+    assert prune_reasoning([only_reasoning, assistant, user, assistant]) == [
+        AssistantModelMessage(content=[ModelTextPart(text="hi")]),
+        user,
+        assistant,
+    ]
+
+
+@pytest.mark.rule("RT-06")
+async def test_portable_settings_and_provider_options_stay_separate(
+    database_url: str, tmp_path: Path
+) -> None:
+    from pai_grpc._agents_setup import load_agents
+
+    config = tmp_path / "pai.toml"
+    config.write_text(
+        """
+[agents.helper]
+model = "offline"
+instructions = "Be brief."
+model_settings = { max_output_tokens = 256, temperature = 0.3, stop_sequences = ["END"] }
+provider_options = { anthropic = { thinking = { type = "enabled", budget_tokens = 512 } } }
+"""
+    )
+    settings = Settings(config_path=str(config), offline_chunk_delay=0)
+    settings.load_file(config)
+    agents, _ = await load_agents(settings)
+    agent = agents.resolve("helper")
+    recording = ScriptedModel(["ok"])
+    agent.model = recording
+    async with serve_in_process(database_url, agents=agents) as srv:
+        thread_id = (
+            await srv.threads.CreateThread(tpb.CreateThreadRequest(agent="helper"))
+        ).thread.id
+        await wait_run(srv, (await send(srv, thread_id, "hi")).run_id)
+    (call,) = recording.calls
+    assert call.settings.max_output_tokens == 256
+    assert call.settings.temperature == 0.3
+    assert call.settings.stop_sequences == ["END"]
+    assert call.provider_options == {"anthropic": {"thinking": {"type": "enabled", "budget_tokens": 512}}}
+    assert [m.content for m in call.instructions] == ["Be brief."]
+
+
+async def test_config_declares_client_tools_and_remote_tool_servers(tmp_path: Path) -> None:
+    from pydantic import BaseModel
+
+    from pai_grpc._agents_setup import load_agents
+
+    class Query(BaseModel):
+        q: str
+
+    @tool()
+    async def search(value: Query) -> list[str]:
+        return [value.q]
+
+    server, port = await serve_tools([search])
+    config = tmp_path / "pai.toml"
+    config.write_text(
+        f"""
+default_agent = "researcher"
+
+[agents.researcher]
+model = "offline"
+tools = ["search", "pick"]
+
+[tools.pick]
+kind = "client"
+description = "Pick one"
+input_schema = {{ type = "object", properties = {{ options = {{ type = "array" }} }} }}
+
+[tool_servers.web]
+address = "127.0.0.1:{port}"
+approval = ["search"]
+"""
+    )
+    settings = Settings(config_path=str(config))
+    settings.load_file(config)
+    try:
+        agents, servers = await load_agents(settings)
+        agent = agents.resolve("")
+        assert agent.name == "researcher"
+        by_name = agent.tool_map()
+        assert by_name["pick"].is_client
+        assert by_name["search"].approval
+        assert by_name["search"].input_schema["properties"]["q"]["type"] == "string"
+        for remote in servers:
+            await remote.close()
+    finally:
+        await server.stop(None)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('[agents.a]\nmodel = "nope:x"\n', "unknown model provider"),
+        ('[agents.a]\ntools = ["missing"]\n', "unknown tools"),
+        ('[tool_servers.s]\naddress = "127.0.0.1:1"\n', "unreachable"),
+        ('[tools.t]\nkind = "backend"\n', "client tools"),
+        ('default_agent = "ghost"\n[agents.a]\nmodel = "offline"\n', "ghost"),
+    ],
+)
+async def test_misconfiguration_fails_at_start_up(tmp_path: Path, body: str, message: str) -> None:
+    from pai_grpc._agents_setup import load_agents
+
+    config = tmp_path / "pai.toml"
+    config.write_text(body)
+    settings = Settings(config_path=str(config))
+    settings.load_file(config)
+    with pytest.raises(ConfigError, match=message):
+        await load_agents(settings)
