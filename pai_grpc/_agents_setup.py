@@ -5,7 +5,7 @@
     default_agent = "assistant"
 
     [agents.assistant]
-    model = "anthropic:claude-sonnet-4-5"   # or "offline"
+    model = "anthropic:claude-sonnet-5-5"   # or "offline"
     instructions = "You are helpful."
     max_steps = 8
     tools = ["pick_color", "lookup"]
@@ -42,7 +42,7 @@ from pai_grpc.tools import RemoteToolError, RemoteToolServer, Tool, client_tool
 log = logging.getLogger("pai_grpc")
 
 #: The model the default agent uses when an API key is configured.
-DEFAULT_CLAUDE = "anthropic:claude-sonnet-4-5"
+DEFAULT_CLAUDE = "anthropic:claude-sonnet-5-5"
 
 
 def _table(raw: Any, where: str) -> dict[str, Any]:

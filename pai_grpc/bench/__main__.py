@@ -13,10 +13,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pai_grpc.bench import _runs, _storage
+from pai_grpc.bench import _provider, _runs, _storage
 from pai_grpc.bench._common import Report, postgres_reachable
 
-SECTIONS = {"storage": _storage.run, "runs": _runs.run}
+SECTIONS = {"storage": _storage.run, "runs": _runs.run, "provider": _provider.run}
 
 
 async def main(sections: list[str], backends: list[str]) -> int:

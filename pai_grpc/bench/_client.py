@@ -56,6 +56,20 @@ async def main(address: str, mode: str, clients: int, seconds: float) -> dict[st
             (await threads.CreateThread(tpb.CreateThreadRequest())).thread.id
             for _ in range(clients)
         ]
+        if mode == "stream":
+            rates = []
+            for _ in range(int(seconds)):
+                part = parts_pb2.MessagePart(text=parts_pb2.TextPart(text="stream"))
+                handle = (await threads.Send(tpb.SendRequest(thread_id=ids[0], parts=[part]))).run
+                deltas = 0
+                start = time.perf_counter()
+                async for response in runs.StreamRun(
+                    run_service_pb2.StreamRunRequest(run_id=handle.run_id)
+                ):
+                    if response.event.chunk.WhichOneof("chunk") == "text_delta":
+                        deltas += 1
+                rates.append(deltas / (time.perf_counter() - start))
+            return {"rate": sorted(rates)[len(rates) // 2]}
         if mode == "ttfc":
             for _ in range(5):
                 await one_run(threads, runs, ids[0])

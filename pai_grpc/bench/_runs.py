@@ -16,7 +16,8 @@ from typing import Any
 
 from pai_grpc.bench._common import POSTGRES_URL, Report, Result, median_ms
 from pai_grpc.config import Settings
-from pai_grpc.models import ModelCall, ScriptedModel
+from pai_grpc.domain import StepStreamChunk, TextDeltaChunk
+from pai_grpc.models import ModelCall, ScriptedModel, last_user_text, text_step
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.server import App
 from storage import Store, upgrade
@@ -25,8 +26,22 @@ CLIENTS = 16
 SECONDS = 4.0
 
 
+STREAM_DELTAS = 20_000
+
+
+def _reply(call: ModelCall) -> list[StepStreamChunk]:
+    # Zero latency: one short step, or a long one when the load generator asks to stream.
+    if last_user_text(call.messages) == "stream":
+        return (
+            text_step("x" * STREAM_DELTAS, block_id="s", words=False)[:1]
+            + [TextDeltaChunk(id="s", text="x") for _ in range(STREAM_DELTAS)]
+            + text_step("", block_id="s")[-2:]
+        )
+    return text_step("ok")
+
+
 def _model() -> ScriptedModel:
-    return ScriptedModel(["ok"])  # zero latency, one short step
+    return ScriptedModel(_reply)
 
 
 async def _app(backend: str, workdir: Path) -> tuple[App, str | None]:
@@ -98,6 +113,17 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
                 base,
                 "unary",
                 note="Send -> StreamRun to terminal; clients in another process",
+            )
+        )
+        stream_rate = (await _load(address, "stream", 1, 3))["rate"]
+        report.add(
+            Result(
+                backend,
+                f"one stream: text deltas through StreamRun ({STREAM_DELTAS})",
+                stream_rate,
+                "chunks/s",
+                base,
+                "unary",
             )
         )
         samples = (await _load(address, "ttfc", 1, 60))["ttfc"]

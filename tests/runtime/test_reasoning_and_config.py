@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -11,7 +10,6 @@ from pai.v1 import thread_service_pb2 as tpb
 from pai_grpc.config import ConfigError, Settings
 from pai_grpc.domain import (
     AssistantModelMessage,
-    FinishStepChunk,
     ModelReasoningPart,
     ModelTextPart,
     ReasoningDeltaChunk,
@@ -87,7 +85,9 @@ async def test_reasoning_of_earlier_turns_is_pruned_and_the_current_turn_keeps_i
         )
         # ... but stored messages keep it (RSN-04).
         page = await srv.store.list_messages("default", thread_id, view="all")
-        stored = [p.get("text") for m in page.items for p in m.parts if p.get("type") == "reasoning"]  # type: ignore[union-attr]
+        stored = [
+            p.get("text") for m in page.items for p in m.parts if p.get("type") == "reasoning"
+        ]  # type: ignore[union-attr]
         assert stored == ["turn one plan", "turn 1 final", "turn 2 final"]
 
 
@@ -138,7 +138,9 @@ provider_options = { anthropic = { thinking = { type = "enabled", budget_tokens 
     assert call.settings.max_output_tokens == 256
     assert call.settings.temperature == 0.3
     assert call.settings.stop_sequences == ["END"]
-    assert call.provider_options == {"anthropic": {"thinking": {"type": "enabled", "budget_tokens": 512}}}
+    assert call.provider_options == {
+        "anthropic": {"thinking": {"type": "enabled", "budget_tokens": 512}}
+    }
     assert [m.content for m in call.instructions] == ["Be brief."]
 
 

@@ -111,7 +111,9 @@ async def test_backend_tool_round_trip_commits_each_step(database_url: str) -> N
 
 @pytest.mark.rule("TH-04")
 async def test_fail_and_throw_are_tool_errors_the_model_sees(database_url: str) -> None:
-    model = scripted_tools(("a", "weather", {"city": "Atlantis"}), ("b", "weather", {"city": "Crash"}))
+    model = scripted_tools(
+        ("a", "weather", {"city": "Atlantis"}), ("b", "weather", {"city": "Crash"})
+    )
     async with server_with(database_url, model, [weather]) as srv:
         thread_id = await new_thread(srv)
         handle = await send(srv, thread_id, "go")
@@ -179,9 +181,14 @@ async def test_concurrent_tool_calls_run_together(database_url: str) -> None:
 
 async def events_until(srv: InProcessServer, run_id: str, status: int) -> list[runs_pb2.RunEvent]:
     out = []
-    async for response in srv.runs.StreamRun(run_service_pb2.StreamRunRequest(run_id=run_id), timeout=20):
+    async for response in srv.runs.StreamRun(
+        run_service_pb2.StreamRunRequest(run_id=run_id), timeout=20
+    ):
         out.append(response.event)
-        if response.event.WhichOneof("event") == "status" and response.event.status.status == status:
+        if (
+            response.event.WhichOneof("event") == "status"
+            and response.event.status.status == status
+        ):
             return out
     return out
 
@@ -268,7 +275,9 @@ async def test_approval_suspends_and_resumes(database_url: str, approved: bool) 
         err = await rpc_error(
             srv.runs.ResolvePendingAction(
                 run_service_pb2.ResolvePendingActionRequest(
-                    run_id=handle.run_id, action_id=action.id, data=struct_pb2.Value(string_value="x")
+                    run_id=handle.run_id,
+                    action_id=action.id,
+                    data=struct_pb2.Value(string_value="x"),
                 )
             )
         )
@@ -289,7 +298,8 @@ async def test_approval_suspends_and_resumes(database_url: str, approved: bool) 
             assert part["state"] == "output-available"
             assert part["approval"] == {"id": action.id, "approved": True}
             assert result == JsonOutput(value="deleted notes.txt")
-            (city, entry), = approvals
+            ((city, entry),) = approvals
+            assert city == "notes.txt"
             assert entry.type == "resume"
             assert entry.name == "approval"
             assert entry.action_id == action.id
