@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from pai_grpc.domain import JsonObject, ModelSettings
+from pai_grpc.domain import JsonObject, ModelSettings, ToolChoice
 from pai_grpc.errors import InvalidArgument
+from pai_grpc.lifecycle import AgentContract, AgentLifecycle
 from pai_grpc.models import LanguageModel
 from pai_grpc.tools import Tool
 
@@ -24,6 +26,12 @@ class Agent:
         model_settings: Portable settings spread into every call.
         provider_options: Provider-specific options, passed separately.
         tools: Tools the model may call (backend, remote or client tools).
+        lifecycle: Hooks customising execution (compose several with compose_lifecycle).
+        contract: Schemas of metadata bags and application data parts.
+        runtime_context: Agent-wide runtime-only state handed to hooks (a value,
+            or a zero-argument callable evaluated once per episode).
+        provider_tools: Provider-native tools (replaced as a whole).
+        tool_choice: How the model may use tools.
     """
 
     name: str
@@ -33,6 +41,11 @@ class Agent:
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     provider_options: JsonObject = field(default_factory=dict)
     tools: list[Tool] = field(default_factory=list)
+    lifecycle: AgentLifecycle | None = None
+    contract: AgentContract = field(default_factory=AgentContract)
+    runtime_context: Any = None
+    provider_tools: JsonObject | None = None
+    tool_choice: ToolChoice | None = None
 
     def tool_map(self) -> dict[str, Tool]:
         """The agent's tools by name."""

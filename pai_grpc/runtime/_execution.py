@@ -1,12 +1,10 @@
 """One execution episode of a claimed run: the model/tool loop under a lease.
 
-The loop is laid out along the lifecycle phases of the seeds (prepare run,
-resolve model context, prepare model step, model call, transform step
-stream, tool phases, after step); each phase is its own method so hooks slot
-in without reshaping the loop. Each completed assistant step commits its own
-message atomically with the run transition (RT-05). A lost lease stops the
-episode and nothing more is written; a cancellation is written by the lease
-holder itself, so a run's event log always has a single writer.
+The loop follows the lifecycle phases of the seeds (see :mod:`._phases`).
+Each completed assistant step commits its own message atomically with the
+run transition (RT-05). A lost lease stops the episode and nothing more is
+written; a cancellation is written by the lease holder itself, so a run's
+event log always has a single writer.
 """
 
 from __future__ import annotations
@@ -14,84 +12,63 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import replace
 from typing import Any
 
 from pai_grpc.domain import (
     AbortChunk,
     ChunkEvent,
     ErrorChunk,
-    FinishChunk,
-    Message,
     MessageEvent,
     MessagePart,
-    ModelMessage,
-    PendingAction,
-    PendingActionEvent,
     RunError,
-    RunEvent,
-    RunEventPayload,
-    StartStepChunk,
     StatusEvent,
-    StepStreamChunk,
-    SystemModelMessage,
     ToolCallChunk,
     ToolPart,
     Usage,
     new_id,
 )
-from pai_grpc.errors import ModelError
-from pai_grpc.models import ModelCall, prune_reasoning
+from pai_grpc.errors import ModelError, PaiError
+from pai_grpc.lifecycle import (
+    AbortSignal,
+    Complete,
+    HookError,
+    NextStep,
+    RegenerateRewrite,
+    StepInfo,
+    compose_lifecycle,
+    maybe_await,
+)
 from pai_grpc.runtime._agents import Agent
-from pai_grpc.runtime._records import message_from_record, parts_to_json, payload_to_json
-from pai_grpc.runtime._reducer import StepReducer, StreamProtocolError
+from pai_grpc.runtime._history import split_at
+from pai_grpc.runtime._phases import Phases, StepResult, cancelled_outcome, validate_calls
+from pai_grpc.runtime._records import message_from_record, parts_to_json
+from pai_grpc.runtime._reducer import StreamProtocolError
 from pai_grpc.runtime._services import Services
 from pai_grpc.runtime._sink import EventSink
-from pai_grpc.runtime._tool_phase import WAITING_STATES, ToolOutcome, ToolPhase, recovered
-from pai_grpc.streams import ThreadHint
+from pai_grpc.runtime._tool_phase import (
+    WAITING_STATES,
+    ToolOutcome,
+    ValidCall,
+    recovered,
+)
+from pai_grpc.runtime._transitions import RunFailure, Stop
+from pai_grpc.tools import InitialEntry
 from storage import (
-    NOW,
-    PROMOTE_NEXT,
     ClaimedRun,
-    CommitResult,
     LeaseLost,
     MessagePatch,
-    NewEvent,
     NewMessage,
-    NewPendingAction,
     PendingActionRecord,
     RunPatch,
-    ThreadPatch,
     VersionConflict,
     WriteSet,
 )
-from storage import NotFound as StorageNotFound
 
 log = logging.getLogger("pai_grpc.runtime")
 
 
-class _Stop(Exception):
-    """Internal: the episode ended (its terminal transition is committed)."""
-
-
-class _Steered(Exception):
-    """Internal: a user message arrived while the step ran; take it in next."""
-
-
-@dataclass
-class StepOutcome:
-    """What one model step produced."""
-
-    reducer: StepReducer
-    request: ModelCall
-    #: Messages in the thread when the step started (its physical anchor).
-    anchor_count: int
-    usage: Usage = field(default_factory=Usage)
-
-
-class Execution:
+class Execution(Phases):
     """Executes one claimed run until it is terminal, waits, or loses its lease."""
 
     def __init__(
@@ -120,11 +97,16 @@ class Execution:
         self.lease_lost = False
         self._cancel_reason: str | None = None
         self._task: asyncio.Task[Any] | None = None
-
-    @property
-    def run_id(self) -> str:
-        """The run being executed."""
-        return self._run.id
+        # Lifecycle: composed once; with no hooks none of the hook machinery runs.
+        self._hooks = compose_lifecycle(agent.lifecycle) if agent.lifecycle is not None else None
+        self._has = self._hooks.phases() if self._hooks is not None else frozenset()
+        self._facade = None
+        self._thread_view = self._resolver_view = None
+        self._run_view = None
+        self._runtime_context = None
+        self._signal = AbortSignal()
+        self._provider_streams = []
+        self._advertised = None
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Stop the episode: the provider stream is aborted and the cancellation committed."""
@@ -142,7 +124,7 @@ class Execution:
         aborted = False
         try:
             await self._episode()
-        except _Stop:
+        except Stop:
             pass
         except LeaseLost:
             aborted = True
@@ -154,26 +136,40 @@ class Execution:
             elif self._cancel_reason is not None:
                 if self._task is not None:
                     self._task.uncancel()
+                self._close_episode(self._cancel_reason)
                 aborted = not await self._write_cancellation(self._cancel_reason)
             else:
                 # Shutdown: hand the run back so another runner resumes it at once.
                 aborted = True
+                self._close_episode("shutdown")
                 try:
                     await asyncio.shield(self._store.release(self._lease))
                 except BaseException as e:
                     log.warning("run %s: could not release the lease: %r", self.run_id, e)
                 raise
         except Exception as e:  # any other failure fails the run, with its reason
-            log.exception("run %s failed", self.run_id)
+            if isinstance(e, PaiError) and not isinstance(e, ModelError | RunFailure):
+                log.warning("run %s failed: %s", self.run_id, e)
+            else:
+                log.exception("run %s failed", self.run_id)
+            self._close_episode("failed")
             aborted = not await self._write_failure(_error_of(e))
         finally:
+            # The facade closes with the episode: retained clients cannot write later.
+            self._close_episode("stopped")
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
             await self.sink.close(aborted=aborted)
 
+    def _close_episode(self, reason: str) -> None:
+        if self._facade is not None:
+            self._facade.alive = False
+        self._signal.abort(reason)
+
     def _lost(self) -> None:
         self.lease_lost = True
+        self._close_episode("lease_lost")
         log.warning("run %s: lease lost; this execution stops writing", self.run_id)
 
     async def _heartbeat(self) -> None:
@@ -184,6 +180,7 @@ class Execution:
                 beat = await self._store.heartbeat(self._lease, lease_seconds=self._lease_seconds)
             except LeaseLost:
                 self.lease_lost = True
+                self._close_episode("lease_lost")
                 if self._task is not None:
                     self._task.cancel()
                 return
@@ -191,6 +188,8 @@ class Execution:
                 log.warning("run %s: heartbeat failed", self.run_id, exc_info=True)
                 continue
             self._lease = beat.lease
+            if self._facade is not None:
+                self._facade.lease = beat.lease
             if beat.cancel_requested:
                 self.cancel("cancelled")
 
@@ -207,7 +206,7 @@ class Execution:
                 message=None,
                 before=[ChunkEvent(chunk=AbortChunk(reason=reason))],
             )
-        except _Stop:
+        except Stop:
             return True
         except LeaseLost:
             self._lost()
@@ -221,7 +220,7 @@ class Execution:
             await self._finish(
                 status="failed", outcome="failed", reason=error.reason, message=None, error=error
             )
-        except _Stop:
+        except Stop:
             return True
         except LeaseLost:
             self._lost()
@@ -231,21 +230,38 @@ class Execution:
             log.exception("run %s: could not record the failure", self.run_id)
         return False
 
-    # ---- the episode, phase by phase --------------------------------------
+    # ---- the episode ----------------------------------------------------------
 
     async def _episode(self) -> None:
+        await self._open()
         await self._start()
         await self._prepare_run()
         first_step = self._step_count
         while True:
-            if self._step_count - first_step >= self._agent.max_steps:
+            if self._step_count - first_step >= self._episode_state.max_steps:
                 await self._finish(
                     status="completed", outcome="completed", reason="MAX_STEPS", message=None
                 )
-            anchor, context = await self._resolve_model_context()
-            call = await self._prepare_model_step(context)
-            outcome = await self._model_step(call, anchor)
-            await self._after_step(outcome)
+            step = StepInfo(step_id=new_id("stp"), index=self._step_count)
+            anchor, context = await self._resolve_model_context(step)
+            request = await self._prepare_model_step(step, context, anchor)
+            called = await self._model_call(request)
+            result = await self._stream_step(called.stream, request, step, anchor=anchor)
+            await self._after_step(result)
+
+    async def _open(self) -> None:
+        """Build the runtime context and the facade (only for agents with hooks)."""
+        if self._hooks is None:
+            return
+        builder = self._agent.runtime_context
+        if callable(builder):
+            try:
+                self._runtime_context = await maybe_await(builder())
+            except Exception as e:
+                raise HookError("runtime_context", "runtime_context", e) from e
+        else:
+            self._runtime_context = builder
+        self._open_facade()
 
     async def _start(self) -> None:
         """Apply the run's queued input (if any) and announce that it runs."""
@@ -272,6 +288,7 @@ class Execution:
             metadata=metadata if isinstance(metadata, dict) else {},
             run_id=self.run_id,
         )
+        self._input = {**self._input, "message_id": message.id}
         await self._commit(
             WriteSet(
                 scope=self._scope,
@@ -287,90 +304,75 @@ class Execution:
         )
 
     async def _apply_queued_regenerate(self, target_id: str) -> None:
-        target = await self._store.get_messages(self._scope, self._thread_id, [target_id])
-        if not target or target[0].role != "assistant":
-            raise _RunFailure("REGENERATE_TARGET_GONE", f"message {target_id!r} is no longer there")
-        await self._commit(
-            WriteSet(
-                scope=self._scope,
+        """A queued regeneration, applied now: the same history-rewrite hooks as Regenerate."""
+        store = self._store
+        for _ in range(20):
+            target = await store.get_messages(self._scope, self._thread_id, [target_id])
+            thread = await store.get_thread(self._scope, self._thread_id)
+            if not target or target[0].role != "assistant" or thread is None:
+                raise RunFailure(
+                    "REGENERATE_TARGET_GONE", f"message {target_id!r} is no longer there"
+                )
+            retained, removed = await split_at(
+                store, self._scope, self._thread_id, target[0].position
+            )
+            rewrite = RegenerateRewrite(
+                target_message_id=target_id,
+                retained_message_ids=tuple(retained),
+                removed_message_ids=tuple(removed),
+                before_version=thread.version,
+            )
+            history = self._services.history
+            patch = await history.thread_patch(
+                self._agent.lifecycle,
+                self._agent.contract,
+                thread,
+                rewrite,
+                self._runtime_context,
+            )
+            applied: dict[str, Any] = {
+                "target_message_id": target_id,
+                "applied": True,
+                "removed": removed,
+                "retained": retained,
+            }
+            try:
+                result = await self._commit(
+                    WriteSet(
+                        scope=self._scope,
+                        thread_id=self._thread_id,
+                        expected_version=thread.version,
+                        thread=patch,
+                        truncate_from_message_id=target_id,
+                        update_runs=[
+                            RunPatch(
+                                id=self.run_id,
+                                lease=self._lease,
+                                input={"regenerate": applied},
+                            )
+                        ],
+                    ),
+                    kinds=("messages_removed",),
+                )
+            except VersionConflict:
+                continue  # decided on stale state: prepare again (HR-03)
+            after = result.thread.version if result.thread else thread.version + 1
+            history.announce(
+                self._agent.lifecycle,
                 thread_id=self._thread_id,
-                truncate_from_message_id=target_id,
-                update_runs=[
-                    RunPatch(
-                        id=self.run_id,
-                        lease=self._lease,
-                        input={"regenerate": {"target_message_id": target_id, "applied": True}},
-                    )
-                ],
-            ),
-            kinds=("messages_removed",),
-        )
+                rewrite=_with_after(rewrite, after),
+                runtime_context=self._runtime_context,
+            )
+            return
+        raise RunFailure("THREAD_CONTENDED", "the thread kept changing during regeneration")
 
-    async def _prepare_run(self) -> None:
-        """prepare_run: episode defaults (hooks arrive with the lifecycle)."""
+    # ---- after the stream: tools, after_step, the transition -----------------
 
-    async def _resolve_model_context(self) -> tuple[int, list[ModelMessage]]:
-        """resolve_model_context: the default leaf, every context-visible message in order.
-
-        Returns the step's physical anchor (the number of messages when the
-        step starts) with the context, read from one snapshot, so messages
-        appended while the step runs never leak into it.
-        """
-        try:
-            context = await self._services.contexts.read(self._scope, self._thread_id)
-        except StorageNotFound as e:
-            raise _RunFailure("THREAD_GONE", "the thread was deleted") from e
-        return context.count, context.model_messages
-
-    async def _prepare_model_step(self, context: list[ModelMessage]) -> ModelCall:
-        """prepare_model_step: the effective request of this step."""
-        instructions = (
-            [SystemModelMessage(content=self._agent.instructions)]
-            if self._agent.instructions
-            else []
-        )
-        return ModelCall(
-            messages=context,
-            instructions=instructions,
-            tools=[t.manifest() for t in self._agent.tools],
-            settings=self._agent.model_settings,
-            provider_options=self._agent.provider_options,
-        )
-
-    async def _model_step(self, call: ModelCall, anchor: int) -> StepOutcome:
-        """around_model_call + transform_step_stream: stream one step and reduce it."""
-        reducer = StepReducer()
-        start = StartStepChunk()
-        reducer.apply(start)
-        self.emit(ChunkEvent(chunk=start))
-        # Pruned for the provider attempt only; hooks and history keep the full context.
-        attempt = replace(call, messages=prune_reasoning(call.messages))
-        stream = await self._agent.model.stream(attempt)
-        try:
-            async for chunk in self._transform_step_stream(stream):
-                self._check_sink()
-                reducer.apply(chunk)
-                self.emit(ChunkEvent(chunk=chunk))
-                if chunk.type in ("error", "abort"):
-                    break
-        finally:
-            # Abort the provider stream if we stopped early (cancel, lease loss, error).
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                with contextlib.suppress(Exception):
-                    await aclose()
-        return StepOutcome(reducer=reducer, request=call, anchor_count=anchor, usage=reducer.usage)
-
-    async def _transform_step_stream(
-        self, stream: AsyncIterator[StepStreamChunk]
-    ) -> AsyncIterator[StepStreamChunk]:
-        """transform_step_stream: the canonical output policy (identity for now)."""
-        async for chunk in stream:
-            yield chunk
-
-    async def _after_step(self, outcome: StepOutcome) -> None:
-        """Tool phases + after_step, then commit the step with its transition."""
-        reducer = outcome.reducer
+    async def _after_step(self, result: StepResult) -> None:
+        """Validate tool calls, run the tool phases and after_step, then commit the transition."""
+        reducer = result.reducer
+        if result.aborted is not None:
+            await self._abort_step(result)
         if reducer.error is not None:
             raise ModelError(
                 reducer.error.message or reducer.error.reason, reason=reducer.error.reason
@@ -382,29 +384,53 @@ class Execution:
                 reason=reducer.aborted.reason or "ABORTED",
                 message=None,
             )
-        self._usage = self._usage + outcome.usage
+        self._usage = self._usage + reducer.usage
         self._step_count += 1
         parts = reducer.finalize()
+        message_id = new_id("msg")
+        advertised = self._advertised
+        if advertised is None:
+            advertised = frozenset(t.name for t in result.request.tools)
+        phase = self._phase(message_id, advertised, result.step)
+        valid, rejected = validate_calls(phase, reducer, parts)
+        for outcome in rejected:
+            for chunk in outcome.chunks:
+                self.emit(ChunkEvent(chunk=chunk))
+        parts = self._merge(parts, rejected)
         message = NewMessage(
-            id=new_id("msg"),
+            id=message_id,
             role="assistant",
             parts=parts_to_json(parts),
             run_id=self.run_id,
             step_index=self._step_count - 1,
         )
-        calls = [c for c in reducer.tool_calls if not c.provider_executed and not c.invalid]
-        if calls:
+        runtime_calls = any(not c.provider_executed for c in reducer.tool_calls)
+        outcomes: list[ToolOutcome] = []
+        if valid:
             # The calls are durable before any tool runs, so a lost runner's
             # successor knows which ones may have had side effects (TH-03).
             await self._commit_step(message)
-            phase = self._phase(message.id, {t.name for t in outcome.request.tools})
-            by_id = {p.tool_call_id: p for p in parts if isinstance(p, ToolPart)}
-            outcomes = await phase.run([(c, by_id[c.tool_call_id]) for c in calls])
-            await self._apply_outcomes(message.id, parts, outcomes)
+            outcomes = await phase.run(valid)
+        decision = await self._after_step_hook(result, message, self._merge(parts, outcomes))
+        if isinstance(decision, Complete):
+            await self._complete_step(
+                message, parts, outcomes, committed=bool(valid), decision=decision
+            )
+        if any(o.pending is not None for o in outcomes):
+            # Waiting takes precedence over next-step requests; the overlay is dropped.
+            self._episode_state.overlay = []
+            await self._commit_outcomes(message_id, parts, outcomes)
+        if valid:
+            await self._commit_outcomes(message_id, parts, outcomes)
+            self._apply_overlay(decision)
             return  # a step with runtime tool calls continues with another step
+        if runtime_calls or isinstance(decision, NextStep):
+            await self._commit_step(message)
+            self._apply_overlay(decision)
+            return
         # No tool calls: the run completes, unless a user steered it meanwhile
         # (steering takes precedence over completion and next-step requests).
-        anchor = outcome.anchor_count
+        anchor = result.anchor
         while True:
             try:
                 await self._finish(
@@ -415,81 +441,44 @@ class Execution:
                     expected_message_count=anchor,
                 )
             except VersionConflict:
-                steered, anchor = await self._steered_since(outcome.anchor_count)
+                steered, anchor = await self._steered_since(result.anchor)
                 if steered:
                     await self._commit_step(message)
+                    self._episode_state.overlay = []
                     return
 
-    def _phase(self, message_id: str, advertised: set[str]) -> ToolPhase:
-        return ToolPhase(
-            run_id=self.run_id,
-            thread_id=self._thread_id,
-            tools=self._agent.tool_map(),
-            advertised=advertised,
-            message_id=message_id,
-        )
-
-    async def _apply_outcomes(
-        self, message_id: str, parts: list[MessagePart], outcomes: list[ToolOutcome]
+    async def _complete_step(
+        self,
+        message: NewMessage,
+        parts: list[MessagePart],
+        outcomes: list[ToolOutcome],
+        *,
+        committed: bool,
+        decision: Complete,
     ) -> None:
-        """Publish tool results and commit them into the step's message.
-
-        With pending actions (client tools, suspends) the run waits, in the
-        same write; otherwise the loop goes on to the next step.
-        """
-        replaced = {o.part.tool_call_id: o.part for o in outcomes}
-        for outcome in outcomes:
+        """after_step complete: finish now, cancelling the step's waiting tool parts (AS-03)."""
+        final_outcomes = [
+            cancelled_outcome(_original(parts, o.part)) if o.pending is not None else o
+            for o in outcomes
+        ]
+        for outcome in final_outcomes:
             for chunk in outcome.chunks:
                 self.emit(ChunkEvent(chunk=chunk))
-        final = [replaced.get(p.tool_call_id, p) if isinstance(p, ToolPart) else p for p in parts]
-        parts[:] = final
-        pending = [o.pending for o in outcomes if o.pending is not None]
-        suspends = dict(self._input.get("suspends") or {})
-        for o in outcomes:
-            if o.pending is not None and o.suspend is not None:
-                suspends[o.pending.tool_call_id] = o.suspend
-        self._input = {**self._input, "suspends": suspends}
-        if not pending:
-            await self._commit(
-                WriteSet(
-                    scope=self._scope,
-                    thread_id=self._thread_id,
-                    update_messages=[MessagePatch(id=message_id, parts=parts_to_json(final))],
-                    update_runs=[RunPatch(id=self.run_id, lease=self._lease, input=self._input)],
-                )
+        final = self._merge(parts, final_outcomes)
+        if committed:
+            await self._finish(
+                status="completed",
+                outcome="completed",
+                reason=decision.reason,
+                message=None,
+                update_messages=[MessagePatch(id=message.id, parts=parts_to_json(final))],
             )
-            return
-        now = datetime.now(UTC)
-        await self._commit(
-            WriteSet(
-                scope=self._scope,
-                thread_id=self._thread_id,
-                thread=ThreadPatch(status="waiting"),
-                update_messages=[MessagePatch(id=message_id, parts=parts_to_json(final))],
-                insert_pending=pending,
-                update_runs=[
-                    RunPatch(
-                        id=self.run_id,
-                        lease=self._lease,
-                        status="waiting",
-                        input=self._input,
-                        usage=self._usage.model_dump(mode="json", exclude_none=True),
-                        step_count=self._step_count,
-                        release_lease=True,
-                    )
-                ],
-            ),
-            after=lambda _result: [
-                *(
-                    PendingActionEvent(action=_pending_domain(p, self._thread_id, now))
-                    for p in pending
-                ),
-                StatusEvent(status="waiting"),
-            ],
-            count=len(pending) + 1,
-            kinds=("status",),
+        await self._finish(
+            status="completed",
+            outcome="completed",
+            reason=decision.reason,
+            message=replace(message, parts=parts_to_json(final)),
         )
-        raise _Stop
 
     async def _settle_tools(self) -> None:
         """On resume or recovery: finish the tool parts the last step left waiting.
@@ -525,6 +514,7 @@ class Execution:
                 and action.status == "resolved"
                 and action.kind != "client_tool"
                 and part.state != "approval-responded"
+                and not _fulfilled(action)
             ):
                 executing[part.tool_call_id] = part.model_copy(
                     update={"state": "approval-responded"}
@@ -546,13 +536,16 @@ class Execution:
                     update_runs=[RunPatch(id=self.run_id, lease=self._lease)],
                 )
             )
-        phase = self._phase(message.id, set(tools))
+        step = StepInfo(step_id=new_id("stp"), index=message.step_index or 0)
+        phase = self._phase(message.id, set(tools), step)
         suspends = dict(self._input.get("suspends") or {})
         outcomes: list[ToolOutcome] = []
         for part, action in plan:
+            tool = tools.get(part.tool_name)
             if action is not None and action.status == "resolved":
                 if part.state == "approval-responded":
-                    outcomes.append(recovered(part))  # it was executing when lost
+                    # It was executing when the previous runner was lost.
+                    outcomes.append(await phase.conclude(recovered(part), tool, InitialEntry(), []))
                     continue
                 resolution = action.resolution if isinstance(action.resolution, dict) else {}
                 outcomes.append(
@@ -564,222 +557,43 @@ class Execution:
                         suspend=suspends.pop(part.tool_call_id, None),
                     )
                 )
-            elif (tool := tools.get(part.tool_name)) is not None and tool.is_client:
+            elif tool is not None and tool.is_client:
                 # Nothing ran yet for a client tool: open its pending action again.
                 call = ToolCallChunk(
                     tool_call_id=part.tool_call_id, tool_name=part.tool_name, input=part.input
                 )
-                outcomes.append(await phase.initial(call, part))
+                checked = phase.validate(call, part)
+                if isinstance(checked, ValidCall):
+                    outcomes.append(await phase.initial(checked))
+                else:
+                    outcomes.append(checked)
             else:
-                outcomes.append(recovered(part))
+                outcomes.append(await phase.conclude(recovered(part), tool, InitialEntry(), []))
         self._input = {**self._input, "suspends": suspends}
-        await self._apply_outcomes(message.id, parts, outcomes)
-
-    async def _last_step_message(self) -> Message | None:
-        page = await self._store.list_messages(
-            self._scope, self._thread_id, view="all", order="desc", limit=50
-        )
-        for record in page.items:
-            if record.run_id == self.run_id and record.role == "assistant":
-                return message_from_record(record)
-        return None
-
-    async def _steered_since(self, anchor: int) -> tuple[bool, int]:
-        """Whether a user message was committed at or after ``anchor``; and the count now."""
-        thread = await self._store.get_thread(self._scope, self._thread_id)
-        if thread is None:
-            raise _RunFailure("THREAD_GONE", "the thread was deleted")
-        newer = await self._store.list_messages(
-            self._scope,
-            self._thread_id,
-            view="all",
-            order="desc",
-            limit=max(1, thread.message_count - anchor),
-        )
-        steered = any(m.role == "user" and m.position >= anchor for m in newer.items)
-        return steered, thread.message_count
-
-    # ---- transitions -------------------------------------------------------
-
-    async def _commit_step(self, message: NewMessage) -> None:
-        """Commit a non-terminal step: its message plus usage and step count."""
-        await self._commit(
-            WriteSet(
-                scope=self._scope,
-                thread_id=self._thread_id,
-                append_messages=[message],
-                update_runs=[
-                    RunPatch(
-                        id=self.run_id,
-                        lease=self._lease,
-                        usage=self._usage.model_dump(mode="json", exclude_none=True),
-                        step_count=self._step_count,
-                    )
-                ],
-            ),
-            after=lambda result: [MessageEvent(message=message_from_record(result.messages[0]))],
-            count=1,
-            kinds=("messages_committed",),
-        )
-
-    async def _finish(
-        self,
-        *,
-        status: str,
-        outcome: str,
-        reason: str | None,
-        message: NewMessage | None,
-        error: RunError | None = None,
-        before: list[RunEventPayload] | None = None,
-        expected_message_count: int | None = None,
-    ) -> None:
-        """Commit the terminal transition (with the last step's message, if any); raise _Stop."""
-        final: list[RunEventPayload] = list(before or [])
-        if status == "completed":
-            final.append(ChunkEvent(chunk=FinishChunk(total_usage=self._usage)))
-        final.append(
-            StatusEvent.model_validate(
-                {"status": status, "outcome": outcome, "reason": reason, "error": error}
-            )
-        )
-
-        def after(result: CommitResult) -> list[RunEventPayload]:
-            payloads: list[RunEventPayload] = [
-                MessageEvent(message=message_from_record(m)) for m in result.messages
-            ]
-            return payloads + final
-
-        await self._commit(
-            WriteSet(
-                scope=self._scope,
-                thread_id=self._thread_id,
-                expected_message_count=expected_message_count,
-                thread=ThreadPatch(active_run_id=PROMOTE_NEXT),
-                append_messages=[message] if message else [],
-                update_runs=[
-                    RunPatch(
-                        id=self.run_id,
-                        lease=self._lease,
-                        status=status,
-                        outcome=outcome,
-                        reason=reason,
-                        error=error.model_dump(mode="json") if error else None,
-                        usage=self._usage.model_dump(mode="json", exclude_none=True),
-                        step_count=self._step_count,
-                        ended_at=NOW,
-                        release_lease=True,
-                    )
-                ],
-            ),
-            after=after,
-            count=(1 if message else 0) + len(final),
-            kinds=("status", "messages_committed") if message else ("status",),
-            runnable=True,
-        )
-        raise _Stop
-
-    # ---- plumbing ----------------------------------------------------------
-
-    def emit(self, payload: RunEventPayload) -> RunEvent:
-        """Emit one live event of this run."""
-        return self.sink.emit(payload)
-
-    def _check_sink(self) -> None:
-        if self.sink.failure is not None:
-            raise self.sink.failure
-
-    async def _commit(
-        self,
-        ws: WriteSet,
-        *,
-        after: Callable[[CommitResult], list[RunEventPayload]] | None = None,
-        count: int = 0,
-        kinds: tuple[str, ...] = (),
-        runnable: bool = False,
-    ) -> CommitResult:
-        """Commit ``ws`` with every buffered event, plus ``count`` events built from its result.
-
-        ``after(result)`` returns the payloads describing what was committed
-        (messages with their assigned positions, the final status). They get
-        their sequence numbers now, land in the same transaction, and are
-        published live only once durable.
-        """
-        services = self._services
-        built: list[RunEvent] = []
-        async with self.sink.lock:
-            pending = self.sink.take_pending()
-            ws.events = pending + ws.events
-            seqs = self.sink.allocate(count)
-            last = seqs[-1] if seqs else (ws.events[-1].seq if ws.events else None)
-            if last is not None:
-                ws.update_runs = [
-                    replace(p, last_seq=last) if p.id == self.run_id and p.lease else p
-                    for p in ws.update_runs
-                ]
-            ws.notify.append(services.signals.note_run(self.run_id))
-            if runnable:
-                ws.notify.append(services.signals.note_runnable())
-
-            def events_after(result: CommitResult) -> list[NewEvent]:
-                payloads = after(result) if after is not None else []
-                if len(payloads) != len(seqs):
-                    raise RuntimeError(f"expected {len(seqs)} events, built {len(payloads)}")
-                now = datetime.now(UTC)
-                built[:] = [
-                    RunEvent(seq=q, time=now, payload=p)
-                    for q, p in zip(seqs, payloads, strict=True)
-                ]
-                return [
-                    NewEvent(self.run_id, e.seq, payload_to_json(e.payload), e.time) for e in built
-                ]
-
-            try:
-                result = await self._store.commit(ws, events_after=events_after)
-            except BaseException:
-                self.sink.restore(pending, seqs)
-                raise
-        if last is not None:
-            self.sink.mark_durable(last)
-        self.sink.published(built)
-        hint = None
-        if kinds:
-            visible = tuple(m.id for m in result.messages if m.visible_transcript)
-            hint = ThreadHint(self._thread_id, kinds, visible)
-        # Wake local runners only when the transition made a queued run active.
-        promoted = runnable and result.thread is not None and bool(result.thread.active_run_id)
-        services.after_commit(hint=hint, runnable=promoted)
-        return result
+        await self._commit_outcomes(message.id, parts, outcomes)
 
 
-def _pending_domain(p: NewPendingAction, thread_id: str, now: datetime) -> PendingAction:
-    return PendingAction.model_validate(
-        {
-            "id": p.id,
-            "run_id": p.run_id,
-            "thread_id": thread_id,
-            "kind": p.kind,
-            "status": "open",
-            "tool_call_id": p.tool_call_id,
-            "tool_name": p.tool_name,
-            "input": p.input,
-            "request": p.request,
-            "created_at": now,
-        }
-    )
+def _fulfilled(action: PendingActionRecord) -> bool:
+    """Whether an operator answered the action with a result (no execution follows)."""
+    resolution = action.resolution if isinstance(action.resolution, dict) else {}
+    return "output" in resolution or "error_text" in resolution
 
 
-class _RunFailure(Exception):
-    """Internal: fail the run with a specific reason."""
+def _original(parts: list[MessagePart], part: ToolPart) -> ToolPart:
+    for p in parts:
+        if isinstance(p, ToolPart) and p.tool_call_id == part.tool_call_id:
+            return p
+    return part
 
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
+
+def _with_after(rewrite: RegenerateRewrite, after: int) -> RegenerateRewrite:
+    return replace(rewrite, after_version=after)
 
 
 def _error_of(e: BaseException) -> RunError:
-    if isinstance(e, ModelError):
+    if isinstance(e, PaiError):
         return RunError(reason=e.reason, message=e.message)
-    if isinstance(e, _RunFailure):
+    if isinstance(e, RunFailure):
         return RunError(reason=e.reason, message=str(e))
     if isinstance(e, StreamProtocolError):
         return RunError(reason="STREAM_PROTOCOL_ERROR", message=str(e))

@@ -631,7 +631,9 @@ class Mutations:
                     f"run {run_id!r} is {run.status}, not waiting", reason="RUN_NOT_WAITING"
                 )
             expected = _ANSWERS.get(action.kind)
-            if resolution.kind != expected:
+            # Any suspended call may also be fulfilled by hand with a tool result.
+            manual = resolution.kind == "tool_result"
+            if resolution.kind != expected and not manual:
                 raise InvalidArgument.field(
                     "resolution",
                     f"a {action.kind} pending action is answered with {expected}, "

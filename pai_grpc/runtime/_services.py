@@ -7,6 +7,7 @@ from typing import Protocol
 
 from pai_grpc.runtime._agents import AgentRegistry
 from pai_grpc.runtime._context_cache import ContextCache
+from pai_grpc.runtime._history import HistoryRewrites
 from pai_grpc.runtime._signals import Signals
 from pai_grpc.runtime._validate import Limits
 from pai_grpc.streams import Broker, ThreadHint, ThreadHub
@@ -42,6 +43,7 @@ class Services:
     signals: Signals
     limits: Limits
     contexts: ContextCache
+    history: HistoryRewrites
     #: The embedded runner, when this process has one (Send hands runs to it directly).
     handoff: Handoff | None = None
     lease_seconds: float = 30.0
@@ -58,6 +60,7 @@ class Services:
             signals=Signals(store, broker, threads),
             limits=limits or Limits(),
             contexts=ContextCache(store),
+            history=HistoryRewrites(),
         )
 
     async def commit(

@@ -14,7 +14,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Protocol
 
 from pai_grpc.domain import (
     JsonValue,
@@ -28,9 +28,18 @@ from pai_grpc.domain import (
     ToolResultChunk,
     new_id,
 )
+from pai_grpc.lifecycle import (
+    Reject,
+    ReplaceInput,
+    ReplaceMessage,
+    ReplaceOutput,
+    Skip,
+    ToolResult,
+)
 from pai_grpc.tools import (
     InitialEntry,
     InvalidToolInput,
+    InvalidToolOutput,
     ResumeEntry,
     Tool,
     ToolContext,
@@ -38,28 +47,15 @@ from pai_grpc.tools import (
     ToolEntry,
     ToolFailed,
     ToolSuspended,
+    check_output,
     parse_input,
 )
-from storage import NewPendingAction
+from storage import InvalidJson, NewPendingAction, check_strict_json
 
 log = logging.getLogger("pai_grpc.tools")
 
-ResultSource = Literal[
-    "execute", "skip", "resume", "client", "manual", "reject", "throw", "fail", "cancel", "recovery"
-]
 #: Tool-part states that still wait for a result.
 WAITING_STATES = ("input-available", "approval-requested", "approval-responded")
-
-
-@dataclass
-class ToolResult:
-    """A final tool result, as ``after_tool_result`` hooks see it."""
-
-    status: Literal["output-available", "output-error"]
-    output: JsonValue = None
-    error: JsonValue = None
-    message: str | None = None
-    source: ResultSource = "execute"
 
 
 @dataclass
@@ -74,7 +70,7 @@ class ToolOutcome:
     result: ToolResult | None = None
 
 
-def _error(part: ToolPart, message: str, source: ResultSource) -> ToolOutcome:
+def _error(part: ToolPart, message: str, source: Any) -> ToolOutcome:
     updated = part.model_copy(update={"state": "output-error", "error_text": message})
     return ToolOutcome(
         part=updated,
@@ -86,11 +82,11 @@ def _error(part: ToolPart, message: str, source: ResultSource) -> ToolOutcome:
                 error_text=message,
             )
         ],
-        result=ToolResult(status="output-error", message=message, source=source),
+        result=ToolResult(status="output-error", message=message, error=message, source=source),
     )
 
 
-def _output(part: ToolPart, output: JsonValue, source: ResultSource) -> ToolOutcome:
+def _output(part: ToolPart, output: JsonValue, source: Any) -> ToolOutcome:
     updated = part.model_copy(update={"state": "output-available", "output": output})
     return ToolOutcome(
         part=updated,
@@ -104,6 +100,18 @@ def _output(part: ToolPart, output: JsonValue, source: ResultSource) -> ToolOutc
         ],
         result=ToolResult(status="output-available", output=output, source=source),
     )
+
+
+def _synthetic(part: ToolPart, output: JsonValue, source: Any, tool: Tool | None) -> ToolOutcome:
+    """An output the tool did not produce itself (skip, client, operator): validated (TH-02)."""
+    try:
+        check_strict_json(output, path="output")
+        check_output(tool, output)
+    except InvalidJson as e:
+        return _error(part, f"the {source} output is not strict JSON: {e}", source)
+    except InvalidToolOutput as e:
+        return _error(part, str(e), source)
+    return _output(part, output, source)
 
 
 def _denied(part: ToolPart, reason: str | None, approval_id: str) -> ToolOutcome:
@@ -129,6 +137,37 @@ def recovered(part: ToolPart) -> ToolOutcome:
     )
 
 
+class ToolHooks(Protocol):
+    """before_tool_call / after_tool_result, bound to the current run by the execution."""
+
+    async def before(
+        self, part: ToolPart, tool: Tool, entry: ToolEntry, history: list[JsonValue]
+    ) -> Any:
+        """before_tool_call's decision (or None)."""
+        ...
+
+    async def after(
+        self,
+        part: ToolPart,
+        tool: Tool | None,
+        entry: ToolEntry,
+        history: list[JsonValue],
+        result: ToolResult,
+    ) -> Any:
+        """after_tool_result's decision (or None)."""
+        ...
+
+
+@dataclass
+class ValidCall:
+    """A tool call that passed authority and schema checks (parsed exactly once)."""
+
+    call: ToolCallChunk
+    part: ToolPart
+    tool: Tool
+    parsed: Any
+
+
 class ToolPhase:
     """Runs the tool calls of one step for one run."""
 
@@ -140,29 +179,23 @@ class ToolPhase:
         tools: dict[str, Tool],
         advertised: set[str],
         message_id: str,
+        hooks: ToolHooks | None = None,
     ) -> None:
         self._run_id = run_id
         self._thread_id = thread_id
         self._tools = tools
         self._advertised = advertised
         self._message_id = message_id
+        self._hooks = hooks
 
-    async def run(self, calls: Sequence[tuple[ToolCallChunk, ToolPart]]) -> list[ToolOutcome]:
-        """Decide every call: concurrent tools together, the others one after another."""
-        outcomes: dict[str, ToolOutcome] = {}
-        concurrent = [
-            (c, p) for c, p in calls if (t := self._tools.get(c.tool_name)) is None or t.concurrent
-        ]
-        serial = [(c, p) for c, p in calls if (c, p) not in concurrent]
-        results = await asyncio.gather(*(self.initial(c, p) for c, p in concurrent))
-        for (call, _), outcome in zip(concurrent, results, strict=True):
-            outcomes[call.tool_call_id] = outcome
-        for call, part in serial:
-            outcomes[call.tool_call_id] = await self.initial(call, part)
-        return [outcomes[c.tool_call_id] for c, _ in calls]
-
-    async def initial(self, call: ToolCallChunk, part: ToolPart) -> ToolOutcome:
-        """The first execution of a validated call."""
+    def validate(self, call: ToolCallChunk, part: ToolPart) -> ValidCall | ToolOutcome:
+        """Authority (TV-04) and schema (TV-02) checks, before persistence or execution."""
+        try:
+            check_strict_json(call.input, path="input")
+        except InvalidJson as e:
+            # Non-JSON input is left out of the durable record (TV-02).
+            bare = part.model_copy(update={"input": None})
+            return _error(bare, f"invalid input for tool {call.tool_name}: {e}", "reject")
         tool = self._tools.get(call.tool_name)
         if tool is None or call.tool_name not in self._advertised:
             # The request's tool list is authoritative, whatever the provider emitted.
@@ -171,17 +204,54 @@ class ToolPhase:
             parsed = parse_input(tool, call.input)
         except InvalidToolInput as e:
             return _error(part, str(e), "reject")
+        return ValidCall(call=call, part=part, tool=tool, parsed=parsed)
+
+    async def run(self, calls: Sequence[ValidCall]) -> list[ToolOutcome]:
+        """Decide every call: concurrent tools together, the others one after another."""
+        outcomes: dict[str, ToolOutcome] = {}
+        concurrent = [c for c in calls if c.tool.concurrent]
+        serial = [c for c in calls if not c.tool.concurrent]
+        results = await asyncio.gather(*(self.initial(c) for c in concurrent))
+        for valid, outcome in zip(concurrent, results, strict=True):
+            outcomes[valid.call.tool_call_id] = outcome
+        for valid in serial:
+            outcomes[valid.call.tool_call_id] = await self.initial(valid)
+        return [outcomes[c.call.tool_call_id] for c in calls]
+
+    async def initial(self, valid: ValidCall) -> ToolOutcome:
+        """The first execution of a validated call (TH-01: before_tool_call first)."""
+        tool, part, parsed = valid.tool, valid.part, valid.parsed
+        entry: ToolEntry = InitialEntry()
+        if self._hooks is not None:
+            decision = await self._hooks.before(part, tool, entry, [])
+            match decision:
+                case ReplaceInput():
+                    try:
+                        check_strict_json(decision.input, path="input")
+                        parsed = parse_input(tool, decision.input)
+                    except (InvalidToolInput, InvalidJson) as e:
+                        return await self._after(_error(part, str(e), "reject"), tool, entry, [])
+                    part = part.model_copy(update={"input": decision.input})
+                case Skip():
+                    return await self._after(
+                        _synthetic(part, decision.output, "skip", tool), tool, entry, []
+                    )
+                case Reject():
+                    return await self._after(
+                        _error(part, decision.message, "reject"), tool, entry, []
+                    )
         if tool.is_client:
             return self._wait(part, kind="client_tool", request=None, suspend=None)
         if tool.approval:
-            request = {"tool": tool.name, "input": call.input}
+            request = {"tool": tool.name, "input": part.input}
             return self._wait(
                 part,
                 kind="approval",
                 request=request,
                 suspend={"name": "approval", "history": [request], "builtin": True},
             )
-        return await self._execute(tool, part, parsed, InitialEntry(), [])
+        outcome = await self._execute(tool, part, parsed, entry, [])
+        return await self._after(outcome, tool, entry, [])
 
     async def resume(
         self,
@@ -193,27 +263,51 @@ class ToolPhase:
         suspend: dict[str, Any] | None,
     ) -> ToolOutcome:
         """Apply a resolved pending action to its waiting tool part."""
-        if kind == "client_tool":
-            if "error_text" in resolution:
-                return _error(part, str(resolution["error_text"]), "client")
-            return _output(part, resolution.get("output"), "client")
         tool = self._tools.get(part.tool_name)
-        if tool is None:
-            return _error(part, f"tool {part.tool_name!r} is no longer available", "resume")
         history = list((suspend or {}).get("history", []))
         name = str((suspend or {}).get("name", kind))
+        entry: ToolEntry = ResumeEntry(name=name, resume=resolution, action_id=action_id)
+        if kind == "client_tool" or "output" in resolution or "error_text" in resolution:
+            # A client's result, or an operator fulfilling the call by hand.
+            source = "client" if kind == "client_tool" else "manual"
+            if "error_text" in resolution:
+                outcome = _error(part, str(resolution["error_text"]), source)
+            else:
+                outcome = _synthetic(part, resolution.get("output"), source, tool)
+            return await self._after(outcome, tool, entry, history)
+        if tool is None:
+            outcome = _error(part, f"tool {part.tool_name!r} is no longer available", "resume")
+            return await self._after(outcome, tool, entry, history)
         if (suspend or {}).get("builtin") and not resolution.get("approved"):
-            return _denied(part, resolution.get("reason"), action_id)
+            return await self._after(
+                _denied(part, resolution.get("reason"), action_id), tool, entry, history
+            )
         try:
             parsed = parse_input(tool, part.input)
         except InvalidToolInput as e:
-            return _error(part, str(e), "resume")
-        entry = ResumeEntry(name=name, resume=resolution, action_id=action_id)
+            return await self._after(_error(part, str(e), "resume"), tool, entry, history)
+        if self._hooks is not None:
+            decision = await self._hooks.before(part, tool, entry, history)
+            match decision:
+                case Skip():
+                    return await self._after(
+                        _synthetic(part, decision.output, "skip", tool), tool, entry, history
+                    )
+                case Reject():
+                    return await self._after(
+                        _error(part, decision.message, "reject"), tool, entry, history
+                    )
+                case ReplaceInput():
+                    try:
+                        check_strict_json(decision.input, path="input")
+                        parsed = parse_input(tool, decision.input)
+                    except (InvalidToolInput, InvalidJson) as e:
+                        outcome = _error(part, str(e), "reject")
+                        return await self._after(outcome, tool, entry, history)
+                    part = part.model_copy(update={"input": decision.input})
         outcome = await self._execute(tool, part, parsed, entry, history)
-        if outcome.result is not None:
-            outcome.result.source = (
-                "resume" if outcome.result.source == "execute" else outcome.result.source
-            )
+        if outcome.result is not None and outcome.result.source == "execute":
+            outcome.result.source = "resume"
         if (suspend or {}).get("builtin") and outcome.part.state in (
             "output-available",
             "output-error",
@@ -221,6 +315,37 @@ class ToolPhase:
             outcome.part = outcome.part.model_copy(
                 update={"approval": ToolApproval(id=action_id, approved=True)}
             )
+        return await self._after(outcome, tool, entry, history)
+
+    async def conclude(
+        self, outcome: ToolOutcome, tool: Tool | None, entry: ToolEntry, history: list[JsonValue]
+    ) -> ToolOutcome:
+        """Pass a result decided outside execution (e.g. recovery) through after_tool_result."""
+        return await self._after(outcome, tool, entry, history)
+
+    async def _after(
+        self, outcome: ToolOutcome, tool: Tool | None, entry: ToolEntry, history: list[JsonValue]
+    ) -> ToolOutcome:
+        """after_tool_result for every final result (TH-03); suspends get none (TH-04)."""
+        if self._hooks is None or outcome.result is None or outcome.pending is not None:
+            return outcome
+        decision = await self._hooks.after(outcome.part, tool, entry, history, outcome.result)
+        match decision:
+            case ReplaceOutput() if outcome.part.state == "output-available":
+                return _synthetic(outcome.part, decision.output, outcome.result.source, tool)
+            case ReplaceMessage() if outcome.part.state in ("output-error", "output-denied"):
+                if outcome.part.state == "output-denied":
+                    reason = decision.message
+                    approval = outcome.part.approval
+                    denied = _denied(
+                        outcome.part, reason, approval.id if approval else outcome.part.tool_call_id
+                    )
+                    denied.result = ToolResult(
+                        status="output-error", message=reason, source=outcome.result.source
+                    )
+                    return denied
+                replaced = _error(outcome.part, decision.message, outcome.result.source)
+                return replaced
         return outcome
 
     async def _execute(

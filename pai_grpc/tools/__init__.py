@@ -13,11 +13,12 @@ from pai_grpc.tools._tool import (
     client_tool,
     tool,
 )
-from pai_grpc.tools._validate import InvalidToolInput, parse_input
+from pai_grpc.tools._validate import InvalidToolInput, InvalidToolOutput, check_output, parse_input
 
 __all__ = [
     "InitialEntry",
     "InvalidToolInput",
+    "InvalidToolOutput",
     "RemoteToolError",
     "RemoteToolServer",
     "ResumeEntry",
@@ -28,6 +29,7 @@ __all__ = [
     "ToolFailed",
     "ToolServicer",
     "ToolSuspended",
+    "check_output",
     "client_tool",
     "parse_input",
     "serve_tools",

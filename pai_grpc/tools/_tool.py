@@ -119,6 +119,9 @@ class Tool:
         approval: Ask a human before executing (a built-in suspend).
         concurrent: May run at the same time as the step's other tool calls.
         source: Where it runs, as hooks see it.
+        output_schema: JSON Schema outputs must satisfy; synthetic outputs
+            (a before_tool_call skip, a client's or operator's result) are
+            checked against it too (TH-02).
     """
 
     name: str
@@ -129,6 +132,7 @@ class Tool:
     approval: bool = False
     concurrent: bool = True
     source: ToolSourceName = "backend"
+    output_schema: JsonObject | None = None
     #: The compiled JSON Schema validator (built on first use).
     validator: Any = field(default=None, repr=False, compare=False)
 
@@ -194,7 +198,11 @@ def tool(
 
 
 def client_tool(
-    name: str, *, description: str = "", input_schema: JsonObject | None = None
+    name: str,
+    *,
+    description: str = "",
+    input_schema: JsonObject | None = None,
+    output_schema: JsonObject | None = None,
 ) -> Tool:
     """A tool the client executes (the run waits for its result)."""
     return Tool(
@@ -202,4 +210,5 @@ def client_tool(
         description=description,
         input_schema=input_schema or {"type": "object"},
         execute=None,
+        output_schema=output_schema,
     )

@@ -14,6 +14,27 @@ class InvalidToolInput(Exception):
     """The model's input does not satisfy the tool's schema (model-visible)."""
 
 
+class InvalidToolOutput(Exception):
+    """An output does not satisfy the tool's output schema (model-visible)."""
+
+
+def check_output(tool: Tool | None, value: Any) -> None:
+    """Check an output against the tool's output schema (strict JSON is checked on commit).
+
+    Raises:
+        InvalidToolOutput: with a message the model can act on.
+    """
+    if tool is None or tool.output_schema is None:
+        return
+    cls = jsonschema.validators.validator_for(tool.output_schema)
+    errors = sorted(cls(tool.output_schema).iter_errors(value), key=lambda e: list(e.path))
+    if errors:
+        details = "; ".join(
+            f"{'.'.join(str(p) for p in err.path) or 'output'}: {err.message}" for err in errors[:5]
+        )
+        raise InvalidToolOutput(f"invalid output for tool {tool.name}: {details}")
+
+
 def parse_input(tool: Tool, value: Any) -> Any:
     """Check ``value`` against the tool's schema; return it parsed for ``execute``.
 

@@ -1,0 +1,39 @@
+"""Lifecycle errors: a hook that throws fails the run (CMPS-04); a bad decision is rejected."""
+
+from __future__ import annotations
+
+from pai_grpc.errors import PaiError
+
+
+class HookError(PaiError):
+    """A hook raised; the run fails with this reason."""
+
+    default_reason = "HOOK_FAILED"
+
+    def __init__(self, hook: str, phase: str, error: BaseException) -> None:
+        super().__init__(
+            f"lifecycle hook {hook!r} failed in {phase}: {type(error).__name__}: {error}",
+            reason="HOOK_FAILED",
+        )
+        self.hook = hook
+        self.phase = phase
+
+
+class InvalidDecision(PaiError):
+    """A hook returned something that is not a decision of its phase (or a bad patch)."""
+
+    default_reason = "HOOK_INVALID_DECISION"
+
+    def __init__(self, hook: str, phase: str, detail: str) -> None:
+        super().__init__(
+            f"lifecycle hook {hook!r} returned an invalid {phase} decision: {detail}",
+            reason="HOOK_INVALID_DECISION",
+        )
+        self.hook = hook
+        self.phase = phase
+
+
+class FacadeClosed(PaiError):
+    """A facade write outside its episode (waiting, terminal, lease lost) or phase."""
+
+    default_reason = "FACADE_CLOSED"

@@ -1,0 +1,210 @@
+"""AgentLifecycle: the ten phases, each optional.
+
+Subclass and override the phases you need, or build one from functions with
+:func:`lifecycle`. Hooks may be sync or async. Hooks return structured
+decisions; durable changes go through the runtime-owned thread facade (LC-01).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+from pai_grpc.domain import ModelMessage, StepStreamChunk
+from pai_grpc.lifecycle._decisions import (
+    AfterStepResult,
+    AfterToolResultResult,
+    BeforeToolCallResult,
+    HistoryRewritePatch,
+    PrepareModelStepResult,
+    PrepareRunResult,
+)
+from pai_grpc.lifecycle._inputs import (
+    AfterStepInput,
+    AfterToolResultInput,
+    BeforeToolCallInput,
+    ContextNext,
+    HistoryRewrittenInput,
+    ModelCallNext,
+    ModelStepStreamResult,
+    PrepareHistoryRewriteInput,
+    PrepareModelStepInput,
+    PrepareRunInput,
+    ResolveModelContextInput,
+    TransformStepStreamInput,
+)
+from pai_grpc.lifecycle._patches import ModelStepRequest
+
+#: The phases, in snake_case, in pipeline order.
+PHASES = (
+    "prepare_run",
+    "resolve_model_context",
+    "prepare_history_rewrite",
+    "history_rewritten",
+    "prepare_model_step",
+    "around_model_call",
+    "transform_step_stream",
+    "before_tool_call",
+    "after_tool_result",
+    "after_step",
+)
+
+T = TypeVar("T")
+
+
+async def maybe_await(value: Awaitable[T] | T) -> T:
+    """Await ``value`` when a hook returned an awaitable (hooks may be sync)."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+class AgentLifecycle:
+    """Lifecycle hooks of an agent; every phase is optional."""
+
+    name: str | None = None
+
+    def phases(self) -> frozenset[str]:
+        """The phases this lifecycle implements."""
+        return frozenset(
+            p for p in PHASES if getattr(type(self), p, None) is not getattr(AgentLifecycle, p)
+        )
+
+    async def prepare_run(self, input: PrepareRunInput) -> PrepareRunResult | None:
+        """Prepare or short-circuit one execution episode before model steps start."""
+        return None
+
+    async def resolve_model_context(
+        self, input: ResolveModelContextInput, next: ContextNext
+    ) -> list[ModelMessage]:
+        """Resolve durable/base context for one model step, as lazy middleware."""
+        return await next()
+
+    async def prepare_history_rewrite(
+        self, input: PrepareHistoryRewriteInput
+    ) -> HistoryRewritePatch | None:
+        """Prepare metadata patches that commit atomically with a history rewrite."""
+        return None
+
+    async def history_rewritten(self, input: HistoryRewrittenInput) -> None:
+        """Observe a committed history rewrite (best effort)."""
+        return None
+
+    async def prepare_model_step(
+        self, input: PrepareModelStepInput
+    ) -> PrepareModelStepResult | None:
+        """Prepare one model step (ephemeral patches)."""
+        return None
+
+    async def around_model_call(
+        self, request: ModelStepRequest, next: ModelCallNext
+    ) -> ModelStepStreamResult:
+        """Wrap one model provider call."""
+        return await next()
+
+    def transform_step_stream(
+        self, input: TransformStepStreamInput
+    ) -> AsyncIterator[StepStreamChunk]:
+        """Transform the step stream; the result is canonical output."""
+        assert input.stream is not None
+        return input.stream
+
+    async def before_tool_call(self, input: BeforeToolCallInput) -> BeforeToolCallResult | None:
+        """Inspect, replace, skip or reject a tool call before it runs."""
+        return None
+
+    async def after_tool_result(self, input: AfterToolResultInput) -> AfterToolResultResult | None:
+        """Inspect or replace any final tool result before the model sees it."""
+        return None
+
+    async def after_step(self, input: AfterStepInput) -> AfterStepResult | None:
+        """Decide the transition after a step is assembled."""
+        return None
+
+
+class _FunctionLifecycle(AgentLifecycle):
+    """A lifecycle made of plain functions (sync or async)."""
+
+    def __init__(self, name: str | None, hooks: dict[str, Callable[..., Any]]) -> None:
+        unknown = sorted(set(hooks) - set(PHASES))
+        if unknown:
+            raise TypeError(f"unknown lifecycle phases {unknown}; the phases are {list(PHASES)}")
+        self.name = name
+        self._hooks = hooks
+
+    def phases(self) -> frozenset[str]:
+        """The phases given as functions."""
+        return frozenset(self._hooks)
+
+    async def prepare_run(self, input: PrepareRunInput) -> PrepareRunResult | None:
+        """Call the prepare_run function."""
+        fn = self._hooks.get("prepare_run")
+        return await maybe_await(fn(input)) if fn else None
+
+    async def resolve_model_context(
+        self, input: ResolveModelContextInput, next: ContextNext
+    ) -> list[ModelMessage]:
+        """Call the resolve_model_context function."""
+        fn = self._hooks.get("resolve_model_context")
+        out: list[ModelMessage] = await maybe_await(fn(input, next)) if fn else await next()
+        return out
+
+    async def prepare_history_rewrite(
+        self, input: PrepareHistoryRewriteInput
+    ) -> HistoryRewritePatch | None:
+        """Call the prepare_history_rewrite function."""
+        fn = self._hooks.get("prepare_history_rewrite")
+        return await maybe_await(fn(input)) if fn else None
+
+    async def history_rewritten(self, input: HistoryRewrittenInput) -> None:
+        """Call the history_rewritten function."""
+        fn = self._hooks.get("history_rewritten")
+        if fn:
+            await maybe_await(fn(input))
+
+    async def prepare_model_step(
+        self, input: PrepareModelStepInput
+    ) -> PrepareModelStepResult | None:
+        """Call the prepare_model_step function."""
+        fn = self._hooks.get("prepare_model_step")
+        return await maybe_await(fn(input)) if fn else None
+
+    async def around_model_call(
+        self, request: ModelStepRequest, next: ModelCallNext
+    ) -> ModelStepStreamResult:
+        """Call the around_model_call function."""
+        fn = self._hooks.get("around_model_call")
+        out: ModelStepStreamResult = await maybe_await(fn(request, next)) if fn else await next()
+        return out
+
+    def transform_step_stream(
+        self, input: TransformStepStreamInput
+    ) -> AsyncIterator[StepStreamChunk]:
+        """Call the transform_step_stream function."""
+        fn = self._hooks.get("transform_step_stream")
+        if fn is None:
+            assert input.stream is not None
+            return input.stream
+        out: AsyncIterator[StepStreamChunk] = fn(input)
+        return out
+
+    async def before_tool_call(self, input: BeforeToolCallInput) -> BeforeToolCallResult | None:
+        """Call the before_tool_call function."""
+        fn = self._hooks.get("before_tool_call")
+        return await maybe_await(fn(input)) if fn else None
+
+    async def after_tool_result(self, input: AfterToolResultInput) -> AfterToolResultResult | None:
+        """Call the after_tool_result function."""
+        fn = self._hooks.get("after_tool_result")
+        return await maybe_await(fn(input)) if fn else None
+
+    async def after_step(self, input: AfterStepInput) -> AfterStepResult | None:
+        """Call the after_step function."""
+        fn = self._hooks.get("after_step")
+        return await maybe_await(fn(input)) if fn else None
+
+
+def lifecycle(name: str | None = None, **hooks: Callable[..., Any]) -> AgentLifecycle:
+    """A lifecycle from functions, e.g. ``lifecycle("guard", prepare_run=check)``."""
+    return _FunctionLifecycle(name, hooks)

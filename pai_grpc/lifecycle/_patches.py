@@ -1,0 +1,198 @@
+"""The effective model-step request and the patches that shape it (CFG-*, AMC-*).
+
+Configuration order: agent ModelSelection -> prepare_run patch (episode
+defaults) -> prepare_model_step patches, left to right -> around_model_call
+patches, outside to inside. ``model_settings`` merge field by field,
+``provider_options`` shallowly by provider key; ``provider_tools``,
+``tool_choice`` and ``instructions`` replace as whole values. A patch that
+carries ``model`` starts a fresh route: inherited settings, provider options,
+provider tools and tool choice are cleared first; registered tools stay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from pai_grpc.domain import (
+    JsonObject,
+    ModelMessage,
+    ModelSettings,
+    SystemModelMessage,
+    ToolChoice,
+    ToolManifestEntry,
+)
+from pai_grpc.errors import InvalidArgument
+from pai_grpc.lifecycle._signal import AbortSignal
+from pai_grpc.models import LanguageModel, ModelCall
+
+
+class _Unset:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+#: A patch field left unchanged.
+UNSET: Any = _Unset()
+
+
+@dataclass(frozen=True)
+class ModelStepPatch:
+    """A sparse patch of one model step (UNSET fields are kept)."""
+
+    model: LanguageModel | Any = UNSET
+    instructions: list[SystemModelMessage] | str | Any = UNSET
+    messages: list[ModelMessage] | Any = UNSET
+    append_model_messages: list[ModelMessage] | Any = UNSET
+    tools: list[ToolManifestEntry] | Any = UNSET
+    provider_tools: JsonObject | None | Any = UNSET
+    tool_choice: ToolChoice | None | Any = UNSET
+    model_settings: ModelSettings | Any = UNSET
+    provider_options: JsonObject | Any = UNSET
+
+
+@dataclass(frozen=True)
+class ModelCallPatch(ModelStepPatch):
+    """A model-call patch: a step patch plus an attempt signal (AMC-04).
+
+    ``signal`` is an extra :class:`AbortSignal` for this attempt, combined
+    with the runtime's; ``timeout`` (seconds) is shorthand for
+    ``AbortSignal.timeout(...)``.
+    """
+
+    signal: AbortSignal | None | Any = UNSET
+    timeout: float | None | Any = UNSET
+
+
+@dataclass(frozen=True)
+class RunPatch:
+    """Episode defaults set by prepare_run (UNSET fields are kept)."""
+
+    model: LanguageModel | Any = UNSET
+    instructions: list[SystemModelMessage] | str | Any = UNSET
+    append_model_messages: list[ModelMessage] | Any = UNSET
+    tools: list[ToolManifestEntry] | Any = UNSET
+    provider_tools: JsonObject | None | Any = UNSET
+    tool_choice: ToolChoice | None | Any = UNSET
+    max_steps: int | Any = UNSET
+    model_settings: ModelSettings | Any = UNSET
+    provider_options: JsonObject | Any = UNSET
+
+
+#: Fields of the request the runtime owns; a patch naming them is rejected (AMC-02).
+RUNTIME_OWNED = frozenset({"run_id", "thread_id", "step_index", "runtime_context"})
+
+
+@dataclass(frozen=True)
+class ModelStepRequest:
+    """The complete effective request of one model step (a read-only view for hooks)."""
+
+    run_id: str
+    thread_id: str
+    step_index: int
+    model: LanguageModel
+    instructions: list[SystemModelMessage]
+    messages: list[ModelMessage]
+    tools: list[ToolManifestEntry]
+    provider_tools: JsonObject | None = None
+    tool_choice: ToolChoice | None = None
+    model_settings: ModelSettings = field(default_factory=ModelSettings)
+    provider_options: JsonObject = field(default_factory=dict)
+    runtime_context: Any = None
+    #: The runtime's signal (stop, cancel, lease loss).
+    signal: AbortSignal | None = None
+    #: Extra attempt signals from around_model_call patches, combined with ``signal``.
+    attempt_signals: tuple[AbortSignal, ...] = ()
+    #: Attempt timeout in seconds from around_model_call patches (None: none).
+    timeout: float | None = None
+
+    def to_call(self) -> ModelCall:
+        """The provider attempt this request describes."""
+        return ModelCall(
+            messages=list(self.messages),
+            instructions=list(self.instructions),
+            tools=list(self.tools),
+            tool_choice=self.tool_choice,
+            settings=self.model_settings,
+            provider_options=dict(self.provider_options),
+            provider_tools=self.provider_tools,
+        )
+
+
+def instructions_of(value: list[SystemModelMessage] | str) -> list[SystemModelMessage]:
+    """Instructions as system messages (a string is one message)."""
+    if isinstance(value, str):
+        return [SystemModelMessage(content=value)] if value else []
+    return list(value)
+
+
+def coerce_patch(patch: Any, kind: type[Any], *, where: str) -> Any:
+    """Accept a patch dataclass or a dict; reject runtime-owned or unknown fields (AMC-02)."""
+    if patch is None or isinstance(patch, kind):
+        return patch
+    if isinstance(patch, dict):
+        owned = sorted(set(patch) & RUNTIME_OWNED)
+        if owned:
+            raise InvalidArgument(
+                f"{where}: a patch cannot set runtime-owned request fields {owned}",
+                reason="RUNTIME_OWNED_FIELD",
+            )
+        allowed = {f.name for f in fields(kind)}
+        unknown = sorted(set(patch) - allowed)
+        if unknown:
+            raise InvalidArgument(f"{where}: unknown patch fields {unknown}", reason="BAD_PATCH")
+        return kind(**patch)
+    raise InvalidArgument(
+        f"{where}: expected {kind.__name__} or dict, got {type(patch).__name__}",
+        reason="BAD_PATCH",
+    )
+
+
+def _merge_options(base: JsonObject, later: JsonObject) -> JsonObject:
+    # Shallow by provider key: a replaced provider entry is not merged recursively.
+    return {**base, **later}
+
+
+def apply_patch(request: ModelStepRequest, patch: ModelStepPatch | RunPatch) -> ModelStepRequest:
+    """``request`` with a sparse patch applied by the CFG-02/CFG-04 rules."""
+    changes: dict[str, Any] = {}
+    if patch.model is not UNSET:
+        # A fresh route: provider-specific state must not leak into another model.
+        changes.update(
+            model=patch.model,
+            model_settings=ModelSettings(),
+            provider_options={},
+            provider_tools=None,
+            tool_choice=None,
+        )
+    base_settings = changes.get("model_settings", request.model_settings)
+    base_options = changes.get("provider_options", request.provider_options)
+    if patch.instructions is not UNSET:
+        changes["instructions"] = instructions_of(patch.instructions)
+    if isinstance(patch, ModelStepPatch) and patch.messages is not UNSET:
+        changes["messages"] = list(patch.messages)
+    if isinstance(patch, ModelStepPatch) and patch.append_model_messages is not UNSET:
+        # (A RunPatch's model-only messages seed the episode overlay instead.)
+        current = changes.get("messages", request.messages)
+        changes["messages"] = [*current, *patch.append_model_messages]
+    if patch.tools is not UNSET:
+        changes["tools"] = list(patch.tools)
+    if patch.provider_tools is not UNSET:
+        changes["provider_tools"] = patch.provider_tools
+    if patch.tool_choice is not UNSET:
+        changes["tool_choice"] = patch.tool_choice
+    if patch.model_settings is not UNSET:
+        changes["model_settings"] = base_settings.merged(patch.model_settings)
+    if patch.provider_options is not UNSET:
+        changes["provider_options"] = _merge_options(base_options, patch.provider_options)
+    if isinstance(patch, ModelCallPatch) and patch.timeout is not UNSET:
+        changes["timeout"] = patch.timeout
+    if isinstance(patch, ModelCallPatch) and patch.signal is not UNSET and patch.signal is not None:
+        # Combined, never replaced: the runtime signal must still reach the provider.
+        changes["attempt_signals"] = (*request.attempt_signals, patch.signal)
+    return replace(request, **changes) if changes else request
