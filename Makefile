@@ -7,7 +7,7 @@ BUF_VERSION := 1.75.0
 BUF := npx --yes @bufbuild/buf@$(BUF_VERSION)
 ADDRESS ?= 127.0.0.1:50051
 
-.PHONY: venv serve test lint buf-lint ruff mypy protos bench clean
+.PHONY: venv serve test conformance lint buf-lint ruff mypy protos bench clean
 
 venv: $(STAMP)
 
@@ -25,6 +25,10 @@ serve: $(STAMP)
 ## The full test suite (SQLite and PostgreSQL).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+## Every rule of tests/CONFORMANCE.md with the tests that name it (fails on gaps).
+conformance: $(STAMP)
+	$(BIN)/python -m tests.conformance
 
 lint: buf-lint ruff mypy
 

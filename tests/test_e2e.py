@@ -182,12 +182,15 @@ async def test_a_model_error_fails_the_run_with_its_reason(sqlite_url: str) -> N
         assert thread.status == threads_pb2.THREAD_STATUS_IDLE
 
 
-async def test_unimplemented_rpcs_answer_unimplemented(server: InProcessServer) -> None:
-    from pai.v1 import admin_service_pb2, admin_service_pb2_grpc
+async def test_services_the_server_does_not_host_answer_unimplemented(
+    server: InProcessServer,
+) -> None:
+    # ToolService is implemented by tool servers, never by the runtime itself.
+    from pai.v1 import tool_service_pb2, tool_service_pb2_grpc
 
-    admin = admin_service_pb2_grpc.AdminServiceStub(server.channel)
+    tools = tool_service_pb2_grpc.ToolServiceStub(server.channel)
     with pytest.raises(grpc.aio.AioRpcError) as info:
-        await admin.UpdateMessageVisibility(admin_service_pb2.UpdateMessageVisibilityRequest())
+        await tools.ListTools(tool_service_pb2.ListToolsRequest())
     assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 

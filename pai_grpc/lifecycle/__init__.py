@@ -1,5 +1,13 @@
 """Lifecycle hooks: the ten phases, composition, the thread facade, history rewrites."""
 
+from pai_grpc.lifecycle._builtins import (
+    DEFAULT_SECRET_PATTERNS,
+    ModelFallback,
+    Quota,
+    RecentWindow,
+    RedactSecrets,
+)
+from pai_grpc.lifecycle._compaction import ContextCompactor
 from pai_grpc.lifecycle._compose import ComposedLifecycle, Effective, compose_lifecycle, hook_name
 from pai_grpc.lifecycle._contract import AgentContract, ContractViolation, contract_from_config
 from pai_grpc.lifecycle._decisions import (
@@ -70,10 +78,12 @@ from pai_grpc.lifecycle._patches import (
     coerce_patch,
     instructions_of,
 )
+from pai_grpc.lifecycle._report import HookReport, current_report
 from pai_grpc.lifecycle._signal import AbortSignal
 from pai_grpc.lifecycle._stream import AbortStep, response_chunks
 
 __all__ = [
+    "DEFAULT_SECRET_PATTERNS",
     "PHASES",
     "RUNTIME_OWNED",
     "UNSET",
@@ -91,6 +101,7 @@ __all__ = [
     "Block",
     "Complete",
     "ComposedLifecycle",
+    "ContextCompactor",
     "ContextNext",
     "ContextProjection",
     "Continue",
@@ -105,6 +116,7 @@ __all__ = [
     "HistoryRewritePatch",
     "HistoryRewrittenInput",
     "HookError",
+    "HookReport",
     "InvalidDecision",
     "LifecycleBase",
     "LifecycleRun",
@@ -112,6 +124,7 @@ __all__ = [
     "LifecycleTransaction",
     "ModelCallNext",
     "ModelCallPatch",
+    "ModelFallback",
     "ModelHistory",
     "ModelStepPatch",
     "ModelStepRequest",
@@ -122,6 +135,9 @@ __all__ = [
     "PrepareModelStepResult",
     "PrepareRunInput",
     "PrepareRunResult",
+    "Quota",
+    "RecentWindow",
+    "RedactSecrets",
     "RegenerateRewrite",
     "Reject",
     "ReplaceInput",
@@ -144,6 +160,7 @@ __all__ = [
     "coerce_patch",
     "compose_lifecycle",
     "contract_from_config",
+    "current_report",
     "hook_name",
     "instructions_of",
     "lifecycle",

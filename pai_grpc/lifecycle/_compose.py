@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from pai_grpc.domain import ModelMessage, StepStreamChunk
 from pai_grpc.errors import PaiError
 from pai_grpc.lifecycle._decisions import (
     AfterStepResult,
     AfterToolResultResult,
+    AssistantResponse,
     BeforeToolCallResult,
     Block,
     Complete,
@@ -56,6 +57,7 @@ from pai_grpc.lifecycle._inputs import (
 )
 from pai_grpc.lifecycle._lifecycle import AgentLifecycle, maybe_await
 from pai_grpc.lifecycle._patches import (
+    UNSET,
     ModelCallPatch,
     ModelStepPatch,
     ModelStepRequest,
@@ -121,8 +123,9 @@ class ComposedLifecycle(AgentLifecycle):
                 case Continue():
                     for patch in _patches(decision):
                         patches.append(_coerce(patch, RunPatch, name, "prepare_run"))
+                    _check_max_steps(name, patches)
                 case Respond() | Complete() | Fail():
-                    return decision
+                    return _checked(name, "prepare_run", decision)
                 case _:
                     raise InvalidDecision(name, "prepare_run", f"{decision!r}")
         return Continue(patch=patches) if patches else None  # type: ignore[arg-type]
@@ -219,7 +222,7 @@ class ComposedLifecycle(AgentLifecycle):
                         assert current.input is not None
                         current = replace(current, input=apply_patch(current.input, patch))
                 case Respond() | Block():
-                    return decision
+                    return _checked(name, "prepare_model_step", decision)
                 case _:
                     raise InvalidDecision(name, "prepare_model_step", f"{decision!r}")
         return Continue(patch=patches) if patches else None  # type: ignore[arg-type]
@@ -358,6 +361,34 @@ async def _call(name: str, phase: str, result: Awaitable[Any] | Any) -> Any:
         raise
     except Exception as e:
         raise HookError(name, phase, e) from e
+
+
+def _check_max_steps(name: str, patches: list[RunPatch]) -> None:
+    for patch in patches:
+        steps = patch.max_steps
+        if steps is not UNSET and (type(steps) is not int or steps < 1):
+            raise InvalidDecision(
+                name, "prepare_run", f"max_steps must be a positive int: {steps!r}"
+            )
+
+
+_D = TypeVar("_D", bound=Respond | Complete | Fail | Block)
+
+
+def _checked(name: str, phase: str, decision: _D) -> _D:
+    """A terminal decision, checked here so that a bad one names its hook."""
+    needs_response = isinstance(decision, Respond) or (
+        isinstance(decision, Block) and decision.response is not None
+    )
+    if needs_response and not isinstance(getattr(decision, "response", None), AssistantResponse):
+        raise InvalidDecision(name, phase, "the response must be an AssistantResponse")
+    if isinstance(decision, Respond) and decision.outcome not in ("completed", "blocked"):
+        raise InvalidDecision(name, phase, f"unknown respond outcome {decision.outcome!r}")
+    if isinstance(decision, Fail | Block) and not (
+        isinstance(decision.reason, str) and decision.reason
+    ):
+        raise InvalidDecision(name, phase, "a reason (non-empty string) is required")
+    return decision
 
 
 def _coerce(patch: Any, kind: type[Any], name: str, phase: str) -> Any:

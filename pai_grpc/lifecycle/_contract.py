@@ -34,6 +34,23 @@ class ContractViolation(InvalidArgument):
     default_reason = "CONTRACT_VIOLATION"
 
 
+def _same(a: JsonValue, b: JsonValue) -> bool:
+    """JSON equality: booleans are not numbers (``True == 1`` in Python, not in JSON)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if _number(a) and _number(b):
+        return bool(a == b)  # 1 and 1.0 are the same JSON number
+    return type(a) is type(b) and a == b
+
+
+def _number(value: JsonValue) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _check(schema: Schema, value: JsonValue, where: str, *, fixed_point: bool) -> JsonValue:
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         try:
@@ -43,7 +60,7 @@ def _check(schema: Schema, value: JsonValue, where: str, *, fixed_point: bool) -
                 where, str(e).splitlines()[0] + f" ({e.error_count()} errors)"
             ) from e
         dumped: JsonValue = parsed.model_dump(mode="json")
-        if fixed_point and dumped != value:
+        if fixed_point and not _same(dumped, value):
             raise ContractViolation.field(
                 where, "the value is not a fixed point of its schema (parsing changes it)"
             )
@@ -94,4 +111,16 @@ def contract_from_config(table: dict[str, Any]) -> AgentContract:
     unknown = sorted(set(table) - known)
     if unknown:
         raise ValueError(f"unknown contract entries {unknown}")
+    schemas = [(k, v) for k, v in table.items() if k != "ui_data"]
+    ui_data = table.get("ui_data") or {}
+    if not isinstance(ui_data, dict):
+        raise ValueError("ui_data must map data part names to JSON Schemas")
+    schemas += [(f"ui_data.{k}", v) for k, v in ui_data.items()]
+    for where, schema in schemas:
+        if not isinstance(schema, dict):
+            raise ValueError(f"{where} must be a JSON Schema table")
+        try:
+            jsonschema.validators.validator_for(schema).check_schema(schema)
+        except jsonschema.SchemaError as e:
+            raise ValueError(f"{where} is not a valid JSON Schema: {e.message}") from e
     return AgentContract(**table)

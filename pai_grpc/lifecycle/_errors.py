@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pai_grpc.errors import PaiError
+from pai_grpc.errors import FailedPrecondition, PaiError
 
 
 class HookError(PaiError):
@@ -33,7 +33,7 @@ class InvalidDecision(PaiError):
         self.phase = phase
 
 
-class FacadeClosed(PaiError):
+class FacadeClosed(FailedPrecondition):
     """A facade write outside its episode (waiting, terminal, lease lost) or phase."""
 
     default_reason = "FACADE_CLOSED"

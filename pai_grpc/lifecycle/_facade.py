@@ -14,7 +14,7 @@ import builtins
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, overload
 
 from pai_grpc.domain import (
     DataPart,
@@ -191,6 +191,8 @@ class _Committer:
     def __init__(self, state: FacadeState, *, allow_visibility: bool = True) -> None:
         self._state = state
         self._allow_visibility = allow_visibility
+        #: The thread version after the last commit.
+        self.last_version: int | None = None
 
     async def commit(
         self,
@@ -341,6 +343,7 @@ class _Committer:
             ws.expected_version = None  # nothing touches the root: no CAS needed
         visible = tuple(m.id for m in appends if m.visible_transcript)
         result = await state.backend.commit_facade(ws, kinds=tuple(kinds), message_ids=visible)
+        self.last_version = result.thread.version if result.thread else thread_version
         if changes:
             after_version = result.thread.version if result.thread else thread_version + 1
             state.backend.visibility_rewritten(
@@ -583,18 +586,38 @@ class LifecycleThread:
         self._committer = _Committer(state, allow_visibility=allow_visibility)
         direct = _Direct(self._committer)
         self.thread_id = state.thread_id
+        #: (appended messages, thread version) of the last mutate() (for the hook host).
+        self.last_mutation: tuple[list[LifecycleMessage], int | None] = ([], None)
         self.messages = MessagesClient(state, direct, allow_visibility=allow_visibility)
         self.metadata = MetadataClient(state, direct, private=False)
         self.private_metadata = MetadataClient(state, direct, private=True)
         self.context = ContextClient(self.messages, state)
 
+    @overload
     async def mutate(
         self,
-        fn: Callable[[LifecycleTransaction], Awaitable[T] | T],
+        fn: Callable[[LifecycleTransaction], Awaitable[T]],
         *,
         expected_version: int | None = None,
         expected_private_metadata: JsonObject | None = None,
-    ) -> T:
+    ) -> T: ...
+
+    @overload
+    async def mutate(
+        self,
+        fn: Callable[[LifecycleTransaction], T],
+        *,
+        expected_version: int | None = None,
+        expected_private_metadata: JsonObject | None = None,
+    ) -> T: ...
+
+    async def mutate(
+        self,
+        fn: Callable[[LifecycleTransaction], Any],
+        *,
+        expected_version: int | None = None,
+        expected_private_metadata: JsonObject | None = None,
+    ) -> Any:
         """Stage writes in ``fn`` and commit them atomically when it returns (LC-04).
 
         ``expected_version`` is a full root compare-and-swap;
@@ -604,12 +627,14 @@ class LifecycleThread:
         self._state.writable()
         tx = LifecycleTransaction(self._state, allow_visibility=self._allow_visibility)
         result = await maybe_await(fn(tx))
+        self.last_mutation = ([], None)
         if tx._staged.ops:
-            await self._committer.commit(
+            appended = await self._committer.commit(
                 tx._staged.ops,
                 expected_version=expected_version,
                 expected_private_metadata=expected_private_metadata,
             )
+            self.last_mutation = (appended, self._committer.last_version)
         return result
 
 
@@ -711,9 +736,27 @@ class ModelHistory:
             token = page.next_page_token
             if not token:
                 break
-        if self.through is not None and _in_view(self.through, view):
+        if (
+            self.through is not None
+            and _in_view(self.through, view)
+            and await self._through_after(after_message_id)
+        ):
             out.append(self.through)
         return list(reversed(out)) if order == "desc" else out
+
+    async def _through_after(self, after_message_id: str | None) -> bool:
+        """Whether ``through`` lies in the range ``after_message_id`` opens (exclusive)."""
+        if after_message_id is None or self.through is None:
+            return True
+        state = self.state
+        found = await state.backend.store.get_messages(
+            state.scope, state.thread_id, [after_message_id]
+        )
+        return bool(found) and found[0].position < self.through.message.position
+
+    def convert(self, messages: Sequence[LifecycleMessage]) -> list[ModelMessage]:
+        """Model messages of durable messages (from the private native values, RMC-10)."""
+        return self.state.backend.to_model_messages(messages)
 
     async def model_messages(
         self,

@@ -7,7 +7,7 @@ from typing import Any
 
 from pai_grpc.domain import JsonObject, ModelSettings, ToolChoice
 from pai_grpc.errors import InvalidArgument
-from pai_grpc.lifecycle import AgentContract, AgentLifecycle
+from pai_grpc.lifecycle import AgentContract, AgentLifecycle, HookError, maybe_await
 from pai_grpc.models import LanguageModel
 from pai_grpc.tools import Tool
 
@@ -46,6 +46,16 @@ class Agent:
     runtime_context: Any = None
     provider_tools: JsonObject | None = None
     tool_choice: ToolChoice | None = None
+
+    async def build_runtime_context(self) -> Any:
+        """The runtime context for hooks (the builder is called when it is callable)."""
+        builder = self.runtime_context
+        if not callable(builder):
+            return builder
+        try:
+            return await maybe_await(builder())
+        except Exception as e:
+            raise HookError("runtime_context", "runtime_context", e) from e
 
     def tool_map(self) -> dict[str, Tool]:
         """The agent's tools by name."""

@@ -32,12 +32,12 @@ from pai_grpc.errors import ModelError, PaiError
 from pai_grpc.lifecycle import (
     AbortSignal,
     Complete,
-    HookError,
+    HookReport,
     NextStep,
     RegenerateRewrite,
     StepInfo,
     compose_lifecycle,
-    maybe_await,
+    current_report,
 )
 from pai_grpc.runtime._agents import Agent
 from pai_grpc.runtime._history import split_at
@@ -105,6 +105,7 @@ class Execution(Phases):
         self._run_view = None
         self._runtime_context = None
         self._signal = AbortSignal()
+        self._report = HookReport.from_json(list(claimed.run.hook_failures))
         self._provider_streams = []
         self._advertised = None
 
@@ -120,6 +121,7 @@ class Execution(Phases):
     async def run(self) -> None:
         """Run the episode; only shutdown cancellation propagates."""
         self._task = asyncio.current_task()
+        current_report.set(self._report)  # this task's context: remote hooks report here
         heartbeat = asyncio.create_task(self._heartbeat())
         aborted = False
         try:
@@ -253,14 +255,7 @@ class Execution(Phases):
         """Build the runtime context and the facade (only for agents with hooks)."""
         if self._hooks is None:
             return
-        builder = self._agent.runtime_context
-        if callable(builder):
-            try:
-                self._runtime_context = await maybe_await(builder())
-            except Exception as e:
-                raise HookError("runtime_context", "runtime_context", e) from e
-        else:
-            self._runtime_context = builder
+        self._runtime_context = await self._agent.build_runtime_context()
         self._open_facade()
 
     async def _start(self) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pai_grpc.domain import JsonObject
 from pai_grpc.lifecycle import (
@@ -25,7 +25,7 @@ from pai_grpc.lifecycle import (
     PrepareHistoryRewriteInput,
     compose_lifecycle,
 )
-from storage import Store, ThreadPatch, ThreadRecord, check_strict_json
+from storage import UNSET, Store, ThreadPatch, ThreadRecord, check_strict_json
 
 log = logging.getLogger("pai_grpc.history")
 
@@ -148,9 +148,11 @@ class HistoryRewrites:
                 except BaseException as e:  # reported, never rolled back
                     if isinstance(e, asyncio.CancelledError):
                         raise
-                    error = RuntimeError_("HISTORY_REWRITTEN_FAILED", str(e), thread_id)
+                    causes = e.exceptions if isinstance(e, BaseExceptionGroup) else (e,)
+                    message = "; ".join(str(c) for c in causes)
+                    error = RuntimeError_("HISTORY_REWRITTEN_FAILED", message, thread_id)
                     self.errors.append(error)
-                    log.error("history_rewritten failed for thread %s: %s", thread_id, e)
+                    log.error("history_rewritten failed for thread %s: %s", thread_id, message)
                     if self.on_error is not None:
                         self.on_error(error)
         self._queues.pop(thread_id, None)
@@ -177,3 +179,17 @@ async def split_at(
         if not token:
             break
     return [i for p, i in ids if p < position], [i for p, i in ids if p >= position]
+
+
+def merge_thread_patch(base: ThreadPatch | None, extra: ThreadPatch | None) -> ThreadPatch | None:
+    """``base`` with the metadata bags ``extra`` sets."""
+    if extra is None:
+        return base
+    if base is None:
+        return extra
+    changes = {
+        name: getattr(extra, name)
+        for name in ("metadata", "private_metadata")
+        if getattr(extra, name) is not UNSET
+    }
+    return replace(base, **changes)

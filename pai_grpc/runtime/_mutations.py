@@ -28,6 +28,8 @@ from pai_grpc.domain import (
     new_id,
 )
 from pai_grpc.errors import Conflict, FailedPrecondition, InvalidArgument, NotFoundError
+from pai_grpc.lifecycle import RegenerateRewrite
+from pai_grpc.runtime._history import merge_thread_patch, split_at
 from pai_grpc.runtime._records import (
     parts_to_json,
     payload_to_json,
@@ -48,12 +50,12 @@ from storage import (
     NOW,
     PROMOTE_NEXT,
     ClaimedRun,
+    CommitResult,
     DuplicateRequest,
     IdempotencyRecord,
     InvalidJson,
     Lease,
     MessagePatch,
-    MessageRecord,
     NewEvent,
     NewMessage,
     NewRun,
@@ -165,6 +167,8 @@ class _Attempt:
     result: dict[str, Any]
     hint: ThreadHint | None = None
     runnable: bool = False
+    #: Called once the write set committed (e.g. history_rewritten announcements).
+    committed: Callable[[CommitResult], None] | None = None
 
 
 class Mutations:
@@ -233,6 +237,8 @@ class Mutations:
                 if handoff and owner:
                     handoff.unreserve()
                 raise
+            if a.committed is not None:
+                a.committed(result)
             if handoff and owner:
                 run = result.runs[0]
                 assert run.lease_expires_at is not None
@@ -530,7 +536,23 @@ class Mutations:
                 )
                 result = {"run": _handle_json(handle), "removed": [], "retained": []}
                 return _Attempt(self._queue_run(scope, thread, run), result)
-            retained, removed = await self._split_at(scope, thread.id, target)
+            retained, removed = await split_at(
+                self.services.store, scope, thread.id, target.position
+            )
+            # prepare_history_rewrite runs on every attempt: a stale-version retry
+            # decides again on fresh state (HR-03); its patches share the write (HR-02).
+            agent = self.services.agents.get(thread.agent)
+            runtime_context = await agent.build_runtime_context()
+            rewrite = RegenerateRewrite(
+                target_message_id=target.id,
+                retained_message_ids=tuple(retained),
+                removed_message_ids=tuple(removed),
+                before_version=thread.version,
+            )
+            history = self.services.history
+            patch = await history.thread_patch(
+                agent.lifecycle, agent.contract, thread, rewrite, runtime_context
+            )
             run = NewRun(
                 id=run_id,
                 status="queued",
@@ -549,11 +571,23 @@ class Mutations:
             ws = self._start_run(scope, thread, run)
             ws.expected_version = thread.version  # the split was computed from this version
             ws.truncate_from_message_id = target.id
+            ws.thread = merge_thread_patch(ws.thread, patch)
+
+            def committed(result: CommitResult) -> None:
+                after = result.thread.version if result.thread else thread.version + 1
+                history.announce(
+                    agent.lifecycle,
+                    thread_id=thread.id,
+                    rewrite=replace(rewrite, after_version=after),
+                    runtime_context=runtime_context,
+                )
+
             return _Attempt(
                 ws,
                 {"run": _handle_json(handle), "removed": removed, "retained": retained},
                 hint=ThreadHint(thread.id, ("status", "messages_removed"), tuple(removed)),
                 runnable=True,
+                committed=committed,
             )
 
         result = await self._mutate(scope, key, digest, attempt)
@@ -562,25 +596,6 @@ class Mutations:
             removed_message_ids=list(result["removed"]),
             retained_message_ids=list(result["retained"]),
         )
-
-    async def _split_at(
-        self, scope: str, thread_id: str, target: MessageRecord
-    ) -> tuple[list[str], list[str]]:
-        """Chronological ids before ``target`` (retained) and from it on (removed)."""
-        store = self.services.store
-        ids: list[tuple[int, str]] = []
-        token = ""
-        while True:
-            page = await store.list_messages(
-                scope, thread_id, view="all", limit=1000, page_token=token
-            )
-            ids += [(m.position, m.id) for m in page.items]
-            token = page.next_page_token
-            if not token:
-                break
-        retained = [i for p, i in ids if p < target.position]
-        removed = [i for p, i in ids if p >= target.position]
-        return retained, removed
 
     # ---- pending actions ---------------------------------------------------
 

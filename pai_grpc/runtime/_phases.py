@@ -32,6 +32,7 @@ from pai_grpc.domain import (
     StartStepChunk,
     StepStreamChunk,
     SystemModelMessage,
+    ToolCallChunk,
     ToolErrorChunk,
     ToolModelMessage,
     ToolPart,
@@ -85,7 +86,7 @@ from pai_grpc.runtime._reducer import StepReducer
 from pai_grpc.runtime._tool_phase import ToolOutcome, ToolPhase, ValidCall
 from pai_grpc.runtime._transitions import RunFailure, Transitions, lifecycle_draft
 from pai_grpc.tools import Tool, ToolEntry
-from storage import NewMessage, check_strict_json
+from storage import InvalidJson, NewMessage, check_strict_json
 from storage import NotFound as StorageNotFound
 
 _MODEL_MESSAGES = (SystemModelMessage, UserModelMessage, AssistantModelMessage, ToolModelMessage)
@@ -498,6 +499,7 @@ class Phases(Transitions):
             async for chunk in stream:
                 self._publish_data(data, reducer)
                 _check_chunk(chunk)
+                chunk = _json_call(chunk)
                 self._check_sink()
                 reducer.apply(chunk)
                 self.emit(ChunkEvent(chunk=chunk))
@@ -693,6 +695,27 @@ def _model_messages(value: Any, where: str) -> list[ModelMessage]:
     return value
 
 
+def _json_call(chunk: StepStreamChunk) -> StepStreamChunk:
+    """A tool call with non-JSON input becomes an invalid call without it (TV-02).
+
+    Its input is left out of everything durable (the chunk log and the
+    message), so persistence cannot fail; the model sees a tool-input error.
+    """
+    if not isinstance(chunk, ToolCallChunk):
+        return chunk
+    try:
+        check_strict_json(chunk.input, path="input")
+    except InvalidJson as e:
+        return chunk.model_copy(
+            update={
+                "input": None,
+                "invalid": True,
+                "error_text": f"invalid input for tool {chunk.tool_name}: {e}",
+            }
+        )
+    return chunk
+
+
 def _check_chunk(chunk: Any) -> None:
     """The canonical stream's own rules (TSS-02, TSS-05)."""
     kind = getattr(chunk, "type", None)
@@ -730,6 +753,7 @@ async def _abortable(
 ) -> AsyncIterator[StepStreamChunk]:
     """The provider stream, stopped when an attempt signal fires (AMC-04)."""
     aborted = asyncio.ensure_future(signal.wait())
+    step: asyncio.Future[StepStreamChunk] | None = None
     try:
         while True:
             step = asyncio.ensure_future(anext(stream))
@@ -741,15 +765,18 @@ async def _abortable(
                     return
                 yield chunk
                 continue
-            step.cancel()
-            with contextlib.suppress(BaseException):
-                await step
             raise ModelError(
                 f"the model call was aborted by its attempt signal ({signal.reason})",
                 reason=signal.reason or "MODEL_CALL_ABORTED",
             )
     finally:
         aborted.cancel()
+        # The provider's in-flight read runs in its own task: stop it too, whether
+        # the attempt signal fired or the runtime cancelled/stopped the step.
+        if step is not None and not step.done():
+            step.cancel()
+            with contextlib.suppress(BaseException):
+                await step
         await _close(stream)
 
 

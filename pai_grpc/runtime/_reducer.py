@@ -272,7 +272,13 @@ class StepReducer:
             existing = self.parts[known]
             assert isinstance(existing, ToolPart)
             meta = _merge_meta(existing.call_provider_metadata, chunk.provider_metadata)
-        self.tool_calls.append(chunk)
+        # A call emitted again under the same id replaces the earlier one: the last is
+        # canonical, and only it is validated and executed (TV-01).
+        known_calls = [c.tool_call_id for c in self.tool_calls]
+        if chunk.tool_call_id in known_calls:
+            self.tool_calls[known_calls.index(chunk.tool_call_id)] = chunk
+        else:
+            self.tool_calls.append(chunk)
         if chunk.invalid:
             self._upsert_tool(
                 chunk.tool_call_id,
@@ -290,6 +296,7 @@ class StepReducer:
             tool_name=chunk.tool_name,
             state="input-available",
             input=chunk.input,
+            error_text=None,
             provider_executed=chunk.provider_executed,
             title=chunk.title,
             call_provider_metadata=meta,

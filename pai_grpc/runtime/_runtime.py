@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pai_grpc.runtime._admin import Admin
 from pai_grpc.runtime._agents import AgentRegistry
 from pai_grpc.runtime._mutations import Mutations
 from pai_grpc.runtime._reads import Reads
@@ -11,7 +12,7 @@ from pai_grpc.streams import Broker
 from storage import Store
 
 
-class Runtime(Mutations, Reads):
+class Runtime(Mutations, Reads, Admin):
     """Every operation takes the caller's resolved scope; outside it, nothing exists."""
 
     def __init__(

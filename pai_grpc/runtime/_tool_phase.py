@@ -71,7 +71,10 @@ class ToolOutcome:
 
 
 def _error(part: ToolPart, message: str, source: Any) -> ToolOutcome:
-    updated = part.model_copy(update={"state": "output-error", "error_text": message})
+    # An error part carries no output (e.g. a streamed result after an invalid call, TV-03).
+    updated = part.model_copy(
+        update={"state": "output-error", "error_text": message, "output": None}
+    )
     return ToolOutcome(
         part=updated,
         chunks=[

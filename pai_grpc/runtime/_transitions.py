@@ -29,6 +29,7 @@ from pai_grpc.domain import (
     ToolPart,
     Usage,
 )
+from pai_grpc.lifecycle import HookReport
 from pai_grpc.runtime._agents import Agent
 from pai_grpc.runtime._records import message_from_record, parts_to_json, payload_to_json
 from pai_grpc.runtime._services import Services
@@ -76,6 +77,7 @@ class Transitions:
     _usage: Usage
     _step_count: int
     _input: dict[str, Any]
+    _report: HookReport
     sink: EventSink
 
     @property
@@ -92,7 +94,13 @@ class Transitions:
             raise self.sink.failure
 
     def _run_patch(self, **changes: Any) -> RunPatch:
-        """A fenced run update carrying the usage and step count so far."""
+        """A fenced run update carrying the usage and step count so far.
+
+        Hooks that failed open since the last transition are recorded too.
+        """
+        if self._report.dirty:
+            changes.setdefault("hook_failures", self._report.to_json())
+            self._report.dirty = False
         return RunPatch(
             id=self.run_id,
             lease=self._lease,

@@ -10,9 +10,10 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from pai.v1 import run_service_pb2_grpc, thread_service_pb2_grpc
+from pai.v1 import admin_service_pb2_grpc, run_service_pb2_grpc, thread_service_pb2_grpc
 from pai_grpc.config import Settings
 from pai_grpc.runtime import AgentRegistry, Runner, Runtime
+from pai_grpc.server._admin import AdminService
 from pai_grpc.server._runs import RunService
 from pai_grpc.server._scope import ScopeResolver
 from pai_grpc.server._threads import ThreadService
@@ -93,6 +94,9 @@ class App:
         run_service_pb2_grpc.add_RunServiceServicer_to_server(
             RunService(self.runtime, self.scopes), server
         )
+        admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
+            AdminService(self.runtime, self.scopes), server
+        )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
@@ -102,7 +106,7 @@ class App:
             raise OSError(f"cannot listen on {self.settings.address}")
         await server.start()
         self.server = server
-        for name in ("", *SERVICE_NAMES[:2]):
+        for name in ("", *SERVICE_NAMES[:3]):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info("serving pai.v1 on %s (port %d)", self.settings.address, self.port)
         return self.port

@@ -25,8 +25,9 @@ METADATA_TARGET_RUN: MetadataTarget
 METADATA_TARGET_RUN_PRIVATE: MetadataTarget
 
 class ListThreadMessagesRequest(_message.Message):
-    __slots__ = ("capability_token", "view", "order", "before_message_id", "after_message_id", "page_size", "page_token")
+    __slots__ = ("capability_token", "thread_id", "view", "order", "before_message_id", "after_message_id", "page_size", "page_token")
     CAPABILITY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     VIEW_FIELD_NUMBER: _ClassVar[int]
     ORDER_FIELD_NUMBER: _ClassVar[int]
     BEFORE_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -34,13 +35,14 @@ class ListThreadMessagesRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     capability_token: str
+    thread_id: str
     view: _threads_pb2.MessageView
     order: _threads_pb2.SortOrder
     before_message_id: str
     after_message_id: str
     page_size: int
     page_token: str
-    def __init__(self, capability_token: _Optional[str] = ..., view: _Optional[_Union[_threads_pb2.MessageView, str]] = ..., order: _Optional[_Union[_threads_pb2.SortOrder, str]] = ..., before_message_id: _Optional[str] = ..., after_message_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    def __init__(self, capability_token: _Optional[str] = ..., thread_id: _Optional[str] = ..., view: _Optional[_Union[_threads_pb2.MessageView, str]] = ..., order: _Optional[_Union[_threads_pb2.SortOrder, str]] = ..., before_message_id: _Optional[str] = ..., after_message_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListThreadMessagesResponse(_message.Message):
     __slots__ = ("messages", "next_page_token")
@@ -51,12 +53,14 @@ class ListThreadMessagesResponse(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[_threads_pb2.LifecycleMessage, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class GetThreadMessageRequest(_message.Message):
-    __slots__ = ("capability_token", "message_id")
+    __slots__ = ("capability_token", "thread_id", "message_id")
     CAPABILITY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     capability_token: str
+    thread_id: str
     message_id: str
-    def __init__(self, capability_token: _Optional[str] = ..., message_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, capability_token: _Optional[str] = ..., thread_id: _Optional[str] = ..., message_id: _Optional[str] = ...) -> None: ...
 
 class GetThreadMessageResponse(_message.Message):
     __slots__ = ("message",)
@@ -65,12 +69,14 @@ class GetThreadMessageResponse(_message.Message):
     def __init__(self, message: _Optional[_Union[_threads_pb2.LifecycleMessage, _Mapping]] = ...) -> None: ...
 
 class BatchGetThreadMessagesRequest(_message.Message):
-    __slots__ = ("capability_token", "message_ids")
+    __slots__ = ("capability_token", "thread_id", "message_ids")
     CAPABILITY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_IDS_FIELD_NUMBER: _ClassVar[int]
     capability_token: str
+    thread_id: str
     message_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, capability_token: _Optional[str] = ..., message_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, capability_token: _Optional[str] = ..., thread_id: _Optional[str] = ..., message_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class BatchGetThreadMessagesResponse(_message.Message):
     __slots__ = ("messages",)
@@ -95,12 +101,14 @@ class AppendMessage(_message.Message):
     def __init__(self, role: _Optional[_Union[_threads_pb2.MessageRole, str]] = ..., parts: _Optional[_Iterable[_Union[_parts_pb2.MessagePart, _Mapping]]] = ..., transcript: _Optional[bool] = ..., context: _Optional[bool] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., private_metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class AppendThreadMessageRequest(_message.Message):
-    __slots__ = ("capability_token", "message")
+    __slots__ = ("capability_token", "thread_id", "message")
     CAPABILITY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     capability_token: str
+    thread_id: str
     message: AppendMessage
-    def __init__(self, capability_token: _Optional[str] = ..., message: _Optional[_Union[AppendMessage, _Mapping]] = ...) -> None: ...
+    def __init__(self, capability_token: _Optional[str] = ..., thread_id: _Optional[str] = ..., message: _Optional[_Union[AppendMessage, _Mapping]] = ...) -> None: ...
 
 class AppendThreadMessageResponse(_message.Message):
     __slots__ = ("message",)
@@ -119,24 +127,28 @@ class VisibilityUpdate(_message.Message):
     def __init__(self, message_ids: _Optional[_Iterable[str]] = ..., transcript: _Optional[bool] = ..., context: _Optional[bool] = ...) -> None: ...
 
 class UpdateThreadMessageVisibilityRequest(_message.Message):
-    __slots__ = ("capability_token", "update")
+    __slots__ = ("capability_token", "thread_id", "update")
     CAPABILITY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     UPDATE_FIELD_NUMBER: _ClassVar[int]
     capability_token: str
+    thread_id: str
     update: VisibilityUpdate
-    def __init__(self, capability_token: _Optional[str] = ..., update: _Optional[_Union[VisibilityUpdate, _Mapping]] = ...) -> None: ...
+    def __init__(self, capability_token: _Optional[str] = ..., thread_id: _Optional[str] = ..., update: _Optional[_Union[VisibilityUpdate, _Mapping]] = ...) -> None: ...
 
 class UpdateThreadMessageVisibilityResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class GetMetadataRequest(_message.Message):
-    __slots__ = ("capability_token", "target")
+    __slots__ = ("capability_token", "thread_id", "target")
     CAPABILITY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     capability_token: str
+    thread_id: str
     target: MetadataTarget
-    def __init__(self, capability_token: _Optional[str] = ..., target: _Optional[_Union[MetadataTarget, str]] = ...) -> None: ...
+    def __init__(self, capability_token: _Optional[str] = ..., thread_id: _Optional[str] = ..., target: _Optional[_Union[MetadataTarget, str]] = ...) -> None: ...
 
 class GetMetadataResponse(_message.Message):
     __slots__ = ("metadata",)
@@ -145,14 +157,16 @@ class GetMetadataResponse(_message.Message):
     def __init__(self, metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class MergeMetadataRequest(_message.Message):
-    __slots__ = ("capability_token", "target", "patch")
+    __slots__ = ("capability_token", "thread_id", "target", "patch")
     CAPABILITY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     PATCH_FIELD_NUMBER: _ClassVar[int]
     capability_token: str
+    thread_id: str
     target: MetadataTarget
     patch: _struct_pb2.Struct
-    def __init__(self, capability_token: _Optional[str] = ..., target: _Optional[_Union[MetadataTarget, str]] = ..., patch: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    def __init__(self, capability_token: _Optional[str] = ..., thread_id: _Optional[str] = ..., target: _Optional[_Union[MetadataTarget, str]] = ..., patch: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class MergeMetadataResponse(_message.Message):
     __slots__ = ("metadata",)
@@ -161,14 +175,16 @@ class MergeMetadataResponse(_message.Message):
     def __init__(self, metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ReplaceMetadataRequest(_message.Message):
-    __slots__ = ("capability_token", "target", "metadata")
+    __slots__ = ("capability_token", "thread_id", "target", "metadata")
     CAPABILITY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     capability_token: str
+    thread_id: str
     target: MetadataTarget
     metadata: _struct_pb2.Struct
-    def __init__(self, capability_token: _Optional[str] = ..., target: _Optional[_Union[MetadataTarget, str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    def __init__(self, capability_token: _Optional[str] = ..., thread_id: _Optional[str] = ..., target: _Optional[_Union[MetadataTarget, str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ReplaceMetadataResponse(_message.Message):
     __slots__ = ()
@@ -187,12 +203,14 @@ class ContextQuery(_message.Message):
     def __init__(self, before_message_id: _Optional[str] = ..., after_message_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class GetCurrentContextRequest(_message.Message):
-    __slots__ = ("capability_token", "query")
+    __slots__ = ("capability_token", "thread_id", "query")
     CAPABILITY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     capability_token: str
+    thread_id: str
     query: ContextQuery
-    def __init__(self, capability_token: _Optional[str] = ..., query: _Optional[_Union[ContextQuery, _Mapping]] = ...) -> None: ...
+    def __init__(self, capability_token: _Optional[str] = ..., thread_id: _Optional[str] = ..., query: _Optional[_Union[ContextQuery, _Mapping]] = ...) -> None: ...
 
 class GetCurrentContextResponse(_message.Message):
     __slots__ = ("messages", "model_messages", "next_page_token")
@@ -205,12 +223,14 @@ class GetCurrentContextResponse(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[_threads_pb2.LifecycleMessage, _Mapping]]] = ..., model_messages: _Optional[_Iterable[_Union[_model_pb2.ModelMessage, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListContextMessagesRequest(_message.Message):
-    __slots__ = ("capability_token", "query")
+    __slots__ = ("capability_token", "thread_id", "query")
     CAPABILITY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     capability_token: str
+    thread_id: str
     query: ContextQuery
-    def __init__(self, capability_token: _Optional[str] = ..., query: _Optional[_Union[ContextQuery, _Mapping]] = ...) -> None: ...
+    def __init__(self, capability_token: _Optional[str] = ..., thread_id: _Optional[str] = ..., query: _Optional[_Union[ContextQuery, _Mapping]] = ...) -> None: ...
 
 class ListContextMessagesResponse(_message.Message):
     __slots__ = ("messages", "next_page_token")
@@ -231,12 +251,14 @@ class HistoryQuery(_message.Message):
     def __init__(self, view: _Optional[_Union[_threads_pb2.MessageView, str]] = ..., order: _Optional[_Union[_threads_pb2.SortOrder, str]] = ..., after_message_id: _Optional[str] = ...) -> None: ...
 
 class CollectHistoryRequest(_message.Message):
-    __slots__ = ("capability_token", "query")
+    __slots__ = ("capability_token", "thread_id", "query")
     CAPABILITY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     capability_token: str
+    thread_id: str
     query: HistoryQuery
-    def __init__(self, capability_token: _Optional[str] = ..., query: _Optional[_Union[HistoryQuery, _Mapping]] = ...) -> None: ...
+    def __init__(self, capability_token: _Optional[str] = ..., thread_id: _Optional[str] = ..., query: _Optional[_Union[HistoryQuery, _Mapping]] = ...) -> None: ...
 
 class CollectHistoryResponse(_message.Message):
     __slots__ = ("messages",)
@@ -245,16 +267,18 @@ class CollectHistoryResponse(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[_threads_pb2.LifecycleMessage, _Mapping]]] = ...) -> None: ...
 
 class ListHistoryBeforeRequest(_message.Message):
-    __slots__ = ("capability_token", "query", "page_size", "page_token")
+    __slots__ = ("capability_token", "thread_id", "query", "page_size", "page_token")
     CAPABILITY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     capability_token: str
+    thread_id: str
     query: HistoryQuery
     page_size: int
     page_token: str
-    def __init__(self, capability_token: _Optional[str] = ..., query: _Optional[_Union[HistoryQuery, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    def __init__(self, capability_token: _Optional[str] = ..., thread_id: _Optional[str] = ..., query: _Optional[_Union[HistoryQuery, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListHistoryBeforeResponse(_message.Message):
     __slots__ = ("messages", "next_page_token")
@@ -265,12 +289,14 @@ class ListHistoryBeforeResponse(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[_threads_pb2.LifecycleMessage, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class GetHistoryModelMessagesRequest(_message.Message):
-    __slots__ = ("capability_token", "query")
+    __slots__ = ("capability_token", "thread_id", "query")
     CAPABILITY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     capability_token: str
+    thread_id: str
     query: HistoryQuery
-    def __init__(self, capability_token: _Optional[str] = ..., query: _Optional[_Union[HistoryQuery, _Mapping]] = ...) -> None: ...
+    def __init__(self, capability_token: _Optional[str] = ..., thread_id: _Optional[str] = ..., query: _Optional[_Union[HistoryQuery, _Mapping]] = ...) -> None: ...
 
 class GetHistoryModelMessagesResponse(_message.Message):
     __slots__ = ("messages",)
@@ -305,16 +331,18 @@ class MutationOperation(_message.Message):
     def __init__(self, append_message: _Optional[_Union[AppendMessage, _Mapping]] = ..., update_visibility: _Optional[_Union[VisibilityUpdate, _Mapping]] = ..., merge_metadata: _Optional[_Union[MutationOperation.MetadataMerge, _Mapping]] = ..., replace_metadata: _Optional[_Union[MutationOperation.MetadataReplace, _Mapping]] = ...) -> None: ...
 
 class MutateRequest(_message.Message):
-    __slots__ = ("capability_token", "operations", "expected_version", "expected_private_metadata")
+    __slots__ = ("capability_token", "thread_id", "operations", "expected_version", "expected_private_metadata")
     CAPABILITY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     OPERATIONS_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_PRIVATE_METADATA_FIELD_NUMBER: _ClassVar[int]
     capability_token: str
+    thread_id: str
     operations: _containers.RepeatedCompositeFieldContainer[MutationOperation]
     expected_version: int
     expected_private_metadata: _struct_pb2.Struct
-    def __init__(self, capability_token: _Optional[str] = ..., operations: _Optional[_Iterable[_Union[MutationOperation, _Mapping]]] = ..., expected_version: _Optional[int] = ..., expected_private_metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    def __init__(self, capability_token: _Optional[str] = ..., thread_id: _Optional[str] = ..., operations: _Optional[_Iterable[_Union[MutationOperation, _Mapping]]] = ..., expected_version: _Optional[int] = ..., expected_private_metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class MutateResponse(_message.Message):
     __slots__ = ("messages", "version")

@@ -36,6 +36,14 @@ class DescribeResponse(_message.Message):
     version: str
     def __init__(self, name: _Optional[str] = ..., phases: _Optional[_Iterable[_Union[_lifecycle_pb2.LifecyclePhase, str]]] = ..., version: _Optional[str] = ...) -> None: ...
 
+class HookFailed(_message.Message):
+    __slots__ = ("reason", "message")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    message: str
+    def __init__(self, reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
 class PrepareRunRequest(_message.Message):
     __slots__ = ("context", "latest_user_message", "input")
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
@@ -99,12 +107,14 @@ class ContextResult(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[_model_pb2.ModelMessage, _Mapping]]] = ...) -> None: ...
 
 class ResolveModelContextResponse(_message.Message):
-    __slots__ = ("next", "result")
+    __slots__ = ("next", "result", "failed")
     NEXT_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
     next: ContextNext
     result: ContextResult
-    def __init__(self, next: _Optional[_Union[ContextNext, _Mapping]] = ..., result: _Optional[_Union[ContextResult, _Mapping]] = ...) -> None: ...
+    failed: HookFailed
+    def __init__(self, next: _Optional[_Union[ContextNext, _Mapping]] = ..., result: _Optional[_Union[ContextResult, _Mapping]] = ..., failed: _Optional[_Union[HookFailed, _Mapping]] = ...) -> None: ...
 
 class PrepareHistoryRewriteRequest(_message.Message):
     __slots__ = ("context", "rewrite", "metadata", "private_metadata")
@@ -214,17 +224,25 @@ class PassThrough(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class StreamSubscribe(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class AroundModelCallResponse(_message.Message):
-    __slots__ = ("next", "pass_through", "chunk", "end")
+    __slots__ = ("next", "pass_through", "chunk", "end", "subscribe", "failed")
     NEXT_FIELD_NUMBER: _ClassVar[int]
     PASS_THROUGH_FIELD_NUMBER: _ClassVar[int]
     CHUNK_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
     next: ModelCallNext
     pass_through: PassThrough
     chunk: _chunks_pb2.StepStreamChunk
     end: StreamEnd
-    def __init__(self, next: _Optional[_Union[ModelCallNext, _Mapping]] = ..., pass_through: _Optional[_Union[PassThrough, _Mapping]] = ..., chunk: _Optional[_Union[_chunks_pb2.StepStreamChunk, _Mapping]] = ..., end: _Optional[_Union[StreamEnd, _Mapping]] = ...) -> None: ...
+    subscribe: StreamSubscribe
+    failed: HookFailed
+    def __init__(self, next: _Optional[_Union[ModelCallNext, _Mapping]] = ..., pass_through: _Optional[_Union[PassThrough, _Mapping]] = ..., chunk: _Optional[_Union[_chunks_pb2.StepStreamChunk, _Mapping]] = ..., end: _Optional[_Union[StreamEnd, _Mapping]] = ..., subscribe: _Optional[_Union[StreamSubscribe, _Mapping]] = ..., failed: _Optional[_Union[HookFailed, _Mapping]] = ...) -> None: ...
 
 class TransformStepStreamStart(_message.Message):
     __slots__ = ("context", "input")
@@ -245,16 +263,18 @@ class TransformStepStreamRequest(_message.Message):
     def __init__(self, start: _Optional[_Union[TransformStepStreamStart, _Mapping]] = ..., chunk: _Optional[_Union[_chunks_pb2.StepStreamChunk, _Mapping]] = ..., end: _Optional[_Union[StreamEnd, _Mapping]] = ...) -> None: ...
 
 class TransformStepStreamResponse(_message.Message):
-    __slots__ = ("chunk", "ui_data", "abort", "end")
+    __slots__ = ("chunk", "ui_data", "abort", "end", "failed")
     CHUNK_FIELD_NUMBER: _ClassVar[int]
     UI_DATA_FIELD_NUMBER: _ClassVar[int]
     ABORT_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
     chunk: _chunks_pb2.StepStreamChunk
     ui_data: _chunks_pb2.DataChunk
     abort: _lifecycle_pb2.StepAbort
     end: StreamEnd
-    def __init__(self, chunk: _Optional[_Union[_chunks_pb2.StepStreamChunk, _Mapping]] = ..., ui_data: _Optional[_Union[_chunks_pb2.DataChunk, _Mapping]] = ..., abort: _Optional[_Union[_lifecycle_pb2.StepAbort, _Mapping]] = ..., end: _Optional[_Union[StreamEnd, _Mapping]] = ...) -> None: ...
+    failed: HookFailed
+    def __init__(self, chunk: _Optional[_Union[_chunks_pb2.StepStreamChunk, _Mapping]] = ..., ui_data: _Optional[_Union[_chunks_pb2.DataChunk, _Mapping]] = ..., abort: _Optional[_Union[_lifecycle_pb2.StepAbort, _Mapping]] = ..., end: _Optional[_Union[StreamEnd, _Mapping]] = ..., failed: _Optional[_Union[HookFailed, _Mapping]] = ...) -> None: ...
 
 class BeforeToolCallRequest(_message.Message):
     __slots__ = ("context", "tool", "tool_call_id", "entry", "suspend_history", "input")

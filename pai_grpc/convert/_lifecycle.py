@@ -1,0 +1,931 @@
+"""Lifecycle types: phases, history rewrites, tool hooks, step summaries and decisions.
+
+Covers ``lifecycle.proto``, ``lifecycle_plugin_service.proto`` and
+``tools.proto``. Hook decisions convert as whole responses
+(``prepare_run_result_to_proto(decision) -> PrepareRunResponse`` and
+back): a ``None`` decision is an unset ``decision`` oneof and an unset
+oneof reads back as ``None``.
+
+Conventions beyond the package ones:
+
+* ``Continue.patch`` may be one patch or a list (as
+  :func:`~pai_grpc.lifecycle.compose_lifecycle` returns); a list is folded
+  into the single patch the contract carries with
+  :func:`~pai_grpc.convert.fold_patches`. An absent patch reads back as
+  ``Continue()``. Tool-hook ``Continue`` decisions carry no patch.
+* ``RespondDecision.outcome`` UNSPECIFIED reads as ``"completed"`` and
+  ``StepAbort.outcome`` UNSPECIFIED as ``"blocked"`` (the contract's
+  defaults); other outcomes than the two each allows are errors.
+* ``HistoryRewrite.after_version`` 0 is ``None`` (not yet rewritten).
+* ``NextStep`` with both ``replace_model_messages`` and
+  ``append_model_messages`` is sent as one replacement (the replacement
+  followed by the appended messages), which is what the runtime applies.
+* A ``HistoryRewritePatch`` with neither patch set is sent like ``None``
+  and reads back as ``None``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeAlias
+
+from pai.v1 import chunks_pb2, lifecycle_pb2, model_pb2, runs_pb2, tools_pb2
+from pai.v1 import lifecycle_plugin_service_pb2 as plugin_pb2
+from pai_grpc.convert._chunks import (
+    FINISH_REASONS,
+    chunk_from_proto,
+    chunk_to_proto,
+    usage_from_proto,
+    usage_to_proto,
+)
+from pai_grpc.convert._json import (
+    EnumMap,
+    optional_struct_from_proto,
+    optional_struct_to_proto,
+    optional_value_from_proto,
+    optional_value_to_proto,
+    require_field,
+    require_oneof,
+    unknown_oneof,
+)
+from pai_grpc.convert._model import (
+    ResolveModel,
+    assistant_response_from_proto,
+    assistant_response_to_proto,
+    convert_each,
+    fold_patches,
+    model_messages_from_proto,
+    model_messages_to_proto,
+    model_step_patch_from_proto,
+    model_step_patch_to_proto,
+    run_patch_from_proto,
+    run_patch_to_proto,
+    tool_source_from_proto,
+    tool_source_to_proto,
+)
+from pai_grpc.convert._threads import (
+    lifecycle_message_from_proto,
+    lifecycle_message_to_proto,
+    visibility_from_proto,
+    visibility_to_proto,
+)
+from pai_grpc.domain import ModelMessage, ToolCallChunk
+from pai_grpc.lifecycle._decisions import (
+    AfterStepResult,
+    AfterToolResultResult,
+    AssistantResponse,
+    BeforeToolCallResult,
+    Block,
+    Complete,
+    Continue,
+    Fail,
+    HistoryRewritePatch,
+    NextStep,
+    PrepareModelStepResult,
+    PrepareRunResult,
+    Reject,
+    ReplaceInput,
+    ReplaceMessage,
+    ReplaceOutput,
+    Respond,
+    Skip,
+    StepAbort,
+)
+from pai_grpc.lifecycle._inputs import (
+    HistoryRewrite,
+    RegenerateRewrite,
+    StepInfo,
+    StepSummary,
+    ToolInfo,
+    ToolResult,
+    VisibilityChange,
+    VisibilityRewrite,
+)
+from pai_grpc.lifecycle._patches import ModelStepPatch, RunPatch
+from pai_grpc.tools._tool import InitialEntry, ResumeEntry, ToolEntry
+
+ToolResultStatus: TypeAlias = Literal["output-available", "output-error"]
+ToolResultSource: TypeAlias = Literal[
+    "execute", "skip", "resume", "client", "manual", "reject", "throw", "fail", "cancel", "recovery"
+]
+RespondOutcome: TypeAlias = Literal["completed", "blocked"]
+AbortOutcome: TypeAlias = Literal["blocked", "failed"]
+
+LIFECYCLE_PHASES: EnumMap[str, lifecycle_pb2.LifecyclePhase] = EnumMap(
+    "LifecyclePhase",
+    {
+        "prepare_run": lifecycle_pb2.LIFECYCLE_PHASE_PREPARE_RUN,
+        "resolve_model_context": lifecycle_pb2.LIFECYCLE_PHASE_RESOLVE_MODEL_CONTEXT,
+        "prepare_history_rewrite": lifecycle_pb2.LIFECYCLE_PHASE_PREPARE_HISTORY_REWRITE,
+        "history_rewritten": lifecycle_pb2.LIFECYCLE_PHASE_HISTORY_REWRITTEN,
+        "prepare_model_step": lifecycle_pb2.LIFECYCLE_PHASE_PREPARE_MODEL_STEP,
+        "around_model_call": lifecycle_pb2.LIFECYCLE_PHASE_AROUND_MODEL_CALL,
+        "transform_step_stream": lifecycle_pb2.LIFECYCLE_PHASE_TRANSFORM_STEP_STREAM,
+        "before_tool_call": lifecycle_pb2.LIFECYCLE_PHASE_BEFORE_TOOL_CALL,
+        "after_tool_result": lifecycle_pb2.LIFECYCLE_PHASE_AFTER_TOOL_RESULT,
+        "after_step": lifecycle_pb2.LIFECYCLE_PHASE_AFTER_STEP,
+    },
+)
+
+TOOL_RESULT_STATUSES: EnumMap[ToolResultStatus, tools_pb2.ToolResultStatus] = EnumMap(
+    "ToolResultStatus",
+    {
+        "output-available": tools_pb2.TOOL_RESULT_STATUS_OUTPUT_AVAILABLE,
+        "output-error": tools_pb2.TOOL_RESULT_STATUS_OUTPUT_ERROR,
+    },
+)
+
+TOOL_RESULT_SOURCES: EnumMap[ToolResultSource, tools_pb2.ToolResultSource] = EnumMap(
+    "ToolResultSource",
+    {
+        "execute": tools_pb2.TOOL_RESULT_SOURCE_EXECUTE,
+        "skip": tools_pb2.TOOL_RESULT_SOURCE_SKIP,
+        "resume": tools_pb2.TOOL_RESULT_SOURCE_RESUME,
+        "client": tools_pb2.TOOL_RESULT_SOURCE_CLIENT,
+        "manual": tools_pb2.TOOL_RESULT_SOURCE_MANUAL,
+        "reject": tools_pb2.TOOL_RESULT_SOURCE_REJECT,
+        "throw": tools_pb2.TOOL_RESULT_SOURCE_THROW,
+        "fail": tools_pb2.TOOL_RESULT_SOURCE_FAIL,
+        "cancel": tools_pb2.TOOL_RESULT_SOURCE_CANCEL,
+        "recovery": tools_pb2.TOOL_RESULT_SOURCE_RECOVERY,
+    },
+)
+
+RESPOND_OUTCOMES: EnumMap[RespondOutcome, runs_pb2.RunOutcome] = EnumMap(
+    "RunOutcome",
+    {"completed": runs_pb2.RUN_OUTCOME_COMPLETED, "blocked": runs_pb2.RUN_OUTCOME_BLOCKED},
+)
+
+ABORT_OUTCOMES: EnumMap[AbortOutcome, runs_pb2.RunOutcome] = EnumMap(
+    "RunOutcome",
+    {"blocked": runs_pb2.RUN_OUTCOME_BLOCKED, "failed": runs_pb2.RUN_OUTCOME_FAILED},
+)
+
+
+def _outcome_from_proto(
+    outcomes: EnumMap[Any, runs_pb2.RunOutcome], value: int, field: str, default: str
+) -> Any:
+    if value != 0 and value in runs_pb2.RunOutcome.values():
+        try:
+            return outcomes.from_proto(value, field)
+        except ValueError:
+            name = runs_pb2.RunOutcome.Name(value)
+            raise ValueError(f"{field}: {name} is not allowed here") from None
+    return outcomes.from_proto(value, field, default=default)
+
+
+# ------------------------------------------------------------------------ enums
+
+
+def phase_to_proto(phase: str) -> lifecycle_pb2.LifecyclePhase:
+    """Map a phase name (one of :data:`pai_grpc.lifecycle.PHASES`) to the proto enum.
+
+    Raises:
+        ValueError: The name is not a lifecycle phase.
+    """
+    return LIFECYCLE_PHASES.to_proto(phase)
+
+
+def phase_from_proto(value: int, *, field: str = "LifecyclePhase") -> str:
+    """Map a proto lifecycle phase to its snake_case name.
+
+    Raises:
+        ValueError: The phase is UNSPECIFIED or unknown.
+    """
+    return LIFECYCLE_PHASES.from_proto(value, field)
+
+
+def tool_result_status_to_proto(value: ToolResultStatus) -> tools_pb2.ToolResultStatus:
+    """Map a final tool result status to the proto enum."""
+    return TOOL_RESULT_STATUSES.to_proto(value)
+
+
+def tool_result_status_from_proto(
+    value: int, *, field: str = "ToolResultStatus"
+) -> ToolResultStatus:
+    """Map a proto tool result status.
+
+    Raises:
+        ValueError: The status is UNSPECIFIED or unknown.
+    """
+    return TOOL_RESULT_STATUSES.from_proto(value, field)
+
+
+def tool_result_source_to_proto(value: ToolResultSource) -> tools_pb2.ToolResultSource:
+    """Map where a final tool result came from to the proto enum."""
+    return TOOL_RESULT_SOURCES.to_proto(value)
+
+
+def tool_result_source_from_proto(
+    value: int, *, field: str = "ToolResultSource"
+) -> ToolResultSource:
+    """Map a proto tool result source.
+
+    Raises:
+        ValueError: The source is UNSPECIFIED or unknown.
+    """
+    return TOOL_RESULT_SOURCES.from_proto(value, field)
+
+
+# ------------------------------------------------------------ history rewrites
+
+
+def _visibility_change_to_proto(change: VisibilityChange) -> lifecycle_pb2.VisibilityChange:
+    return lifecycle_pb2.VisibilityChange(
+        message_id=change.message_id,
+        before=visibility_to_proto(change.before),
+        after=visibility_to_proto(change.after),
+    )
+
+
+def _visibility_change_from_proto(pb: lifecycle_pb2.VisibilityChange) -> VisibilityChange:
+    require_field(pb, "before")
+    require_field(pb, "after")
+    return VisibilityChange(
+        message_id=pb.message_id,
+        before=visibility_from_proto(pb.before),
+        after=visibility_from_proto(pb.after),
+    )
+
+
+def history_rewrite_to_proto(rewrite: HistoryRewrite) -> lifecycle_pb2.HistoryRewrite:
+    """Convert a history rewrite (``after_version=None`` is sent as 0).
+
+    Raises:
+        ValueError: The value is not a known rewrite, or a version does not
+            fit an int64.
+    """
+    match rewrite:
+        case RegenerateRewrite(after_version=after_version):
+            return lifecycle_pb2.HistoryRewrite(
+                regenerate=lifecycle_pb2.RegenerateRewrite(
+                    target_message_id=rewrite.target_message_id,
+                    retained_message_ids=list(rewrite.retained_message_ids),
+                    removed_message_ids=list(rewrite.removed_message_ids),
+                ),
+                before_version=rewrite.before_version,
+                after_version=after_version or 0,
+            )
+        case VisibilityRewrite(after_version=after_version):
+            return lifecycle_pb2.HistoryRewrite(
+                visibility=lifecycle_pb2.VisibilityRewrite(
+                    changes=[_visibility_change_to_proto(c) for c in rewrite.changes]
+                ),
+                before_version=rewrite.before_version,
+                after_version=after_version or 0,
+            )
+        case _:
+            raise ValueError(f"HistoryRewrite: not a history rewrite: {rewrite!r}")
+
+
+def history_rewrite_from_proto(pb: lifecycle_pb2.HistoryRewrite) -> HistoryRewrite:
+    """Convert a ``pai.v1.HistoryRewrite`` (``after_version`` 0 gives ``None``).
+
+    Raises:
+        ValueError: No arm of ``HistoryRewrite.rewrite`` is set, or a
+            visibility change lacks ``before``/``after``.
+    """
+    after = pb.after_version or None
+    match arm := require_oneof(pb, "rewrite"):
+        case "regenerate":
+            regenerate = pb.regenerate
+            return RegenerateRewrite(
+                target_message_id=regenerate.target_message_id,
+                retained_message_ids=tuple(regenerate.retained_message_ids),
+                removed_message_ids=tuple(regenerate.removed_message_ids),
+                before_version=pb.before_version,
+                after_version=after,
+            )
+        case "visibility":
+            changes = convert_each(
+                "VisibilityRewrite.changes", pb.visibility.changes, _visibility_change_from_proto
+            )
+            return VisibilityRewrite(
+                changes=tuple(changes), before_version=pb.before_version, after_version=after
+            )
+        case _:
+            raise unknown_oneof(pb, "rewrite", arm)
+
+
+# ------------------------------------------------------------------ step abort
+
+
+def step_abort_to_proto(abort: StepAbort) -> lifecycle_pb2.StepAbort:
+    """Convert a step abort (``outcome`` is always sent).
+
+    Raises:
+        ValueError: The outcome is neither ``"blocked"`` nor ``"failed"``, or
+            the replacement is malformed.
+    """
+    replacement = abort.replacement
+    return lifecycle_pb2.StepAbort(
+        reason=abort.reason,
+        outcome=ABORT_OUTCOMES.to_proto(abort.outcome),
+        message=abort.message,
+        replacement=None if replacement is None else assistant_response_to_proto(replacement),
+    )
+
+
+def step_abort_from_proto(pb: lifecycle_pb2.StepAbort) -> StepAbort:
+    """Convert a ``pai.v1.StepAbort``; outcome UNSPECIFIED reads as ``"blocked"``.
+
+    Raises:
+        ValueError: The outcome is COMPLETED, CANCELLED or unknown, or the
+            replacement is malformed.
+    """
+    return StepAbort(
+        reason=pb.reason,
+        outcome=_outcome_from_proto(ABORT_OUTCOMES, pb.outcome, "StepAbort.outcome", "blocked"),
+        message=pb.message if pb.HasField("message") else None,
+        replacement=(
+            assistant_response_from_proto(pb.replacement) if pb.HasField("replacement") else None
+        ),
+    )
+
+
+# ------------------------------------------------------------------ tool hooks
+
+
+def tool_info_to_proto(tool: ToolInfo) -> tools_pb2.ToolInfo:
+    """Convert a tool as hooks see it.
+
+    Raises:
+        ValueError: The source is not a known tool source.
+    """
+    return tools_pb2.ToolInfo(
+        name=tool.name, source=tool_source_to_proto(tool.source), description=tool.description
+    )
+
+
+def tool_info_from_proto(pb: tools_pb2.ToolInfo) -> ToolInfo:
+    """Convert a ``pai.v1.ToolInfo``.
+
+    Raises:
+        ValueError: The source is UNSPECIFIED or unknown.
+    """
+    return ToolInfo(
+        name=pb.name,
+        source=tool_source_from_proto(pb.source, field="ToolInfo.source"),
+        description=pb.description,
+    )
+
+
+def tool_result_to_proto(result: ToolResult) -> tools_pb2.ToolResult:
+    """Convert a final tool result (JSON ``null`` output/error are sent unset).
+
+    Raises:
+        ValueError: A status or source is unknown, or JSON is not strict.
+    """
+    return tools_pb2.ToolResult(
+        status=tool_result_status_to_proto(result.status),
+        output=optional_value_to_proto(result.output, path="ToolResult.output"),
+        error=optional_value_to_proto(result.error, path="ToolResult.error"),
+        message=result.message,
+        reason=result.reason,
+        source=tool_result_source_to_proto(result.source),
+    )
+
+
+def tool_result_from_proto(pb: tools_pb2.ToolResult) -> ToolResult:
+    """Convert a ``pai.v1.ToolResult``.
+
+    Raises:
+        ValueError: ``status`` or ``source`` is UNSPECIFIED or unknown, or
+            JSON is not strict.
+    """
+    return ToolResult(
+        status=tool_result_status_from_proto(pb.status, field="ToolResult.status"),
+        output=optional_value_from_proto(pb, "output"),
+        error=optional_value_from_proto(pb, "error"),
+        message=pb.message if pb.HasField("message") else None,
+        reason=pb.reason if pb.HasField("reason") else None,
+        source=tool_result_source_from_proto(pb.source, field="ToolResult.source"),
+    )
+
+
+def tool_entry_to_proto(entry: ToolEntry) -> tools_pb2.ToolExecutionEntry:
+    """Convert why a tool is executing (``InitialEntry`` / ``ResumeEntry``).
+
+    Raises:
+        ValueError: The value is not a tool entry, or the resume value is not
+            strict JSON.
+    """
+    match entry:
+        case InitialEntry():
+            return tools_pb2.ToolExecutionEntry(initial=tools_pb2.InitialEntry())
+        case ResumeEntry(name=name, resume=resume, action_id=action_id):
+            return tools_pb2.ToolExecutionEntry(
+                resume=tools_pb2.ResumeEntry(
+                    name=name,
+                    resume=optional_value_to_proto(resume, path="ResumeEntry.resume"),
+                    action_id=action_id,
+                )
+            )
+        case _:
+            raise ValueError(f"ToolExecutionEntry: not a tool entry: {entry!r}")
+
+
+def tool_entry_from_proto(pb: tools_pb2.ToolExecutionEntry) -> ToolEntry:
+    """Convert a ``pai.v1.ToolExecutionEntry``.
+
+    Raises:
+        ValueError: No arm of ``ToolExecutionEntry.entry`` is set, or the
+            resume value is not strict JSON.
+    """
+    match arm := require_oneof(pb, "entry"):
+        case "initial":
+            return InitialEntry()
+        case "resume":
+            resume = pb.resume
+            return ResumeEntry(
+                name=resume.name,
+                resume=optional_value_from_proto(resume, "resume"),
+                action_id=resume.action_id,
+            )
+        case _:
+            raise unknown_oneof(pb, "entry", arm)
+
+
+# --------------------------------------------------------------- steps
+
+
+def step_info_to_proto(step: StepInfo) -> lifecycle_pb2.LifecycleStepInfo:
+    """Convert the step a hook runs in."""
+    return lifecycle_pb2.LifecycleStepInfo(step_id=step.step_id, index=step.index)
+
+
+def step_info_from_proto(pb: lifecycle_pb2.LifecycleStepInfo) -> StepInfo:
+    """Convert a ``pai.v1.LifecycleStepInfo``."""
+    return StepInfo(step_id=pb.step_id, index=pb.index)
+
+
+def _tool_call_to_proto(chunk: ToolCallChunk) -> chunks_pb2.ToolCallChunk:
+    if not isinstance(chunk, ToolCallChunk):
+        raise ValueError(f"not a ToolCallChunk: {chunk!r}")
+    return chunk_to_proto(chunk).tool_call
+
+
+def _tool_call_from_proto(pb: chunks_pb2.ToolCallChunk) -> ToolCallChunk:
+    chunk = chunk_from_proto(chunks_pb2.StepStreamChunk(tool_call=pb))
+    assert isinstance(chunk, ToolCallChunk)
+    return chunk
+
+
+def step_summary_to_proto(step: StepSummary) -> plugin_pb2.StepSummary:
+    """Convert an assembled step as after_step sees it.
+
+    ``finish_reason=None`` is UNSPECIFIED; ``usage=None`` is unset.
+
+    Raises:
+        ValueError: The message, a tool call or a JSON field is malformed.
+    """
+    return plugin_pb2.StepSummary(
+        step_id=step.step_id,
+        index=step.index,
+        message=lifecycle_message_to_proto(step.message),
+        finish_reason=FINISH_REASONS.optional_to_proto(step.finish_reason),
+        provider_metadata=optional_struct_to_proto(
+            step.provider_metadata, path="StepSummary.provider_metadata"
+        ),
+        usage=None if step.usage is None else usage_to_proto(step.usage),
+        tool_calls=convert_each("StepSummary.tool_calls", step.tool_calls, _tool_call_to_proto),
+    )
+
+
+def step_summary_from_proto(pb: plugin_pb2.StepSummary) -> StepSummary:
+    """Convert a ``pai.v1.StepSummary`` (finish reason UNSPECIFIED gives ``None``).
+
+    Raises:
+        ValueError: ``message`` is unset, the finish reason is unknown, or a
+            field is malformed.
+    """
+    require_field(pb, "message")
+    return StepSummary(
+        step_id=pb.step_id,
+        index=pb.index,
+        message=lifecycle_message_from_proto(pb.message),
+        finish_reason=FINISH_REASONS.optional_from_proto(
+            pb.finish_reason, "StepSummary.finish_reason"
+        ),
+        provider_metadata=optional_struct_from_proto(pb, "provider_metadata"),
+        usage=usage_from_proto(pb.usage) if pb.HasField("usage") else None,
+        tool_calls=convert_each("StepSummary.tool_calls", pb.tool_calls, _tool_call_from_proto),
+    )
+
+
+# ------------------------------------------------------------ shared decisions
+
+
+def _respond_to_proto(decision: Respond) -> lifecycle_pb2.RespondDecision:
+    return lifecycle_pb2.RespondDecision(
+        response=assistant_response_to_proto(decision.response),
+        outcome=RESPOND_OUTCOMES.to_proto(decision.outcome),
+        reason=decision.reason,
+    )
+
+
+def _respond_from_proto(pb: lifecycle_pb2.RespondDecision) -> Respond:
+    require_field(pb, "response")
+    return Respond(
+        response=assistant_response_from_proto(pb.response),
+        outcome=_outcome_from_proto(
+            RESPOND_OUTCOMES, pb.outcome, "RespondDecision.outcome", "completed"
+        ),
+        reason=pb.reason if pb.HasField("reason") else None,
+    )
+
+
+def _complete_to_proto(decision: Complete) -> lifecycle_pb2.CompleteDecision:
+    return lifecycle_pb2.CompleteDecision(reason=decision.reason)
+
+
+def _complete_from_proto(pb: lifecycle_pb2.CompleteDecision) -> Complete:
+    return Complete(reason=pb.reason if pb.HasField("reason") else None)
+
+
+def _no_patch(decision: Continue, phase: str) -> None:
+    if decision.patch is not None:
+        raise ValueError(f"{phase}: Continue carries no patch in this phase")
+
+
+def _bad_decision(phase: str, decision: object) -> ValueError:
+    return ValueError(f"{phase}: not a {phase} decision: {decision!r}")
+
+
+# ---------------------------------------------------------------- prepare_run
+
+
+def prepare_run_result_to_proto(
+    decision: PrepareRunResult | None,
+) -> plugin_pb2.PrepareRunResponse:
+    """Convert a prepare_run decision to the whole response.
+
+    ``Continue.patch`` may be a ``RunPatch``, a dict of its fields, or a
+    list of those (folded with :func:`fold_patches`).
+
+    Raises:
+        ValueError: The decision is not a prepare_run decision, or a field is
+            malformed.
+    """
+    response = plugin_pb2.PrepareRunResponse
+    match decision:
+        case None:
+            return response()
+        case Continue(patch=patch):
+            folded = fold_patches(patch, RunPatch, path="RunContinue.patch")
+            return response(
+                continue_run=plugin_pb2.RunContinue(
+                    patch=None if folded is None else run_patch_to_proto(folded)
+                )
+            )
+        case Respond():
+            return response(respond=_respond_to_proto(decision))
+        case Complete():
+            return response(complete=_complete_to_proto(decision))
+        case Fail(reason=reason, message=message):
+            return response(fail=lifecycle_pb2.FailDecision(reason=reason, message=message))
+        case _:
+            raise _bad_decision("prepare_run", decision)
+
+
+def prepare_run_result_from_proto(
+    pb: plugin_pb2.PrepareRunResponse, resolve_model: ResolveModel
+) -> PrepareRunResult | None:
+    """Convert a ``pai.v1.PrepareRunResponse``; an unset decision gives ``None``.
+
+    Args:
+        pb: The response.
+        resolve_model: Resolves a patch's ``provider:model-id``.
+
+    Raises:
+        ValueError: A respond decision lacks its response, or a field is
+            malformed.
+    """
+    arm = pb.WhichOneof("decision")
+    match arm:
+        case None:
+            return None
+        case "continue_run":
+            run = pb.continue_run
+            if not run.HasField("patch"):
+                return Continue()
+            return Continue(patch=run_patch_from_proto(run.patch, resolve_model))
+        case "respond":
+            return _respond_from_proto(pb.respond)
+        case "complete":
+            return _complete_from_proto(pb.complete)
+        case "fail":
+            fail = pb.fail
+            return Fail(
+                reason=fail.reason, message=fail.message if fail.HasField("message") else None
+            )
+        case _:
+            raise unknown_oneof(pb, "decision", arm)
+
+
+# --------------------------------------------------------- prepare_model_step
+
+
+def prepare_model_step_result_to_proto(
+    decision: PrepareModelStepResult | None,
+) -> plugin_pb2.PrepareModelStepResponse:
+    """Convert a prepare_model_step decision to the whole response.
+
+    ``Continue.patch`` may be a ``ModelStepPatch``, a dict of its fields, or
+    a list of those (folded with :func:`fold_patches`).
+
+    Raises:
+        ValueError: The decision is not a prepare_model_step decision, or a
+            field is malformed.
+    """
+    response = plugin_pb2.PrepareModelStepResponse
+    match decision:
+        case None:
+            return response()
+        case Continue(patch=patch):
+            folded = fold_patches(patch, ModelStepPatch, path="StepContinue.patch")
+            return response(
+                continue_step=plugin_pb2.StepContinue(
+                    patch=None if folded is None else model_step_patch_to_proto(folded)
+                )
+            )
+        case Respond():
+            return response(respond=_respond_to_proto(decision))
+        case Block(reason=reason, response=assistant):
+            return response(
+                block=lifecycle_pb2.BlockDecision(
+                    reason=reason,
+                    response=None if assistant is None else assistant_response_to_proto(assistant),
+                )
+            )
+        case _:
+            raise _bad_decision("prepare_model_step", decision)
+
+
+def prepare_model_step_result_from_proto(
+    pb: plugin_pb2.PrepareModelStepResponse, resolve_model: ResolveModel
+) -> PrepareModelStepResult | None:
+    """Convert a ``pai.v1.PrepareModelStepResponse``; an unset decision gives ``None``.
+
+    Args:
+        pb: The response.
+        resolve_model: Resolves a patch's ``provider:model-id``.
+
+    Raises:
+        ValueError: A respond decision lacks its response, or a field is
+            malformed.
+    """
+    arm = pb.WhichOneof("decision")
+    match arm:
+        case None:
+            return None
+        case "continue_step":
+            step = pb.continue_step
+            if not step.HasField("patch"):
+                return Continue()
+            return Continue(patch=model_step_patch_from_proto(step.patch, resolve_model))
+        case "respond":
+            return _respond_from_proto(pb.respond)
+        case "block":
+            block = pb.block
+            response: AssistantResponse | None = (
+                assistant_response_from_proto(block.response)
+                if block.HasField("response")
+                else None
+            )
+            return Block(reason=block.reason, response=response)
+        case _:
+            raise unknown_oneof(pb, "decision", arm)
+
+
+# ------------------------------------------------------------------ tool hooks
+
+
+def before_tool_call_result_to_proto(
+    decision: BeforeToolCallResult | None,
+) -> plugin_pb2.BeforeToolCallResponse:
+    """Convert a before_tool_call decision to the whole response.
+
+    Raises:
+        ValueError: The decision is not a before_tool_call decision (or a
+            ``Continue`` with a patch), or JSON is not strict.
+    """
+    response = plugin_pb2.BeforeToolCallResponse
+    match decision:
+        case None:
+            return response()
+        case Continue():
+            _no_patch(decision, "before_tool_call")
+            return response(continue_call=lifecycle_pb2.ContinueDecision())
+        case ReplaceInput(input=value):
+            return response(
+                replace_input=plugin_pb2.ReplaceInput(
+                    input=optional_value_to_proto(value, path="ReplaceInput.input")
+                )
+            )
+        case Skip(output=output):
+            return response(
+                skip=plugin_pb2.SkipToolCall(
+                    output=optional_value_to_proto(output, path="SkipToolCall.output")
+                )
+            )
+        case Reject(message=message):
+            return response(reject=plugin_pb2.RejectToolCall(message=message))
+        case _:
+            raise _bad_decision("before_tool_call", decision)
+
+
+def before_tool_call_result_from_proto(
+    pb: plugin_pb2.BeforeToolCallResponse,
+) -> BeforeToolCallResult | None:
+    """Convert a ``pai.v1.BeforeToolCallResponse``; an unset decision gives ``None``.
+
+    Raises:
+        ValueError: JSON is not strict.
+    """
+    arm = pb.WhichOneof("decision")
+    match arm:
+        case None:
+            return None
+        case "continue_call":
+            return Continue()
+        case "replace_input":
+            return ReplaceInput(input=optional_value_from_proto(pb.replace_input, "input"))
+        case "skip":
+            return Skip(output=optional_value_from_proto(pb.skip, "output"))
+        case "reject":
+            return Reject(message=pb.reject.message)
+        case _:
+            raise unknown_oneof(pb, "decision", arm)
+
+
+def after_tool_result_result_to_proto(
+    decision: AfterToolResultResult | None,
+) -> plugin_pb2.AfterToolResultResponse:
+    """Convert an after_tool_result decision to the whole response.
+
+    Raises:
+        ValueError: The decision is not an after_tool_result decision (or a
+            ``Continue`` with a patch), or JSON is not strict.
+    """
+    response = plugin_pb2.AfterToolResultResponse
+    match decision:
+        case None:
+            return response()
+        case Continue():
+            _no_patch(decision, "after_tool_result")
+            return response(continue_result=lifecycle_pb2.ContinueDecision())
+        case ReplaceOutput(output=output):
+            return response(
+                replace_output=plugin_pb2.ReplaceOutput(
+                    output=optional_value_to_proto(output, path="ReplaceOutput.output")
+                )
+            )
+        case ReplaceMessage(message=message):
+            return response(replace_message=plugin_pb2.ReplaceMessage(message=message))
+        case _:
+            raise _bad_decision("after_tool_result", decision)
+
+
+def after_tool_result_result_from_proto(
+    pb: plugin_pb2.AfterToolResultResponse,
+) -> AfterToolResultResult | None:
+    """Convert a ``pai.v1.AfterToolResultResponse``; an unset decision gives ``None``.
+
+    Raises:
+        ValueError: JSON is not strict.
+    """
+    arm = pb.WhichOneof("decision")
+    match arm:
+        case None:
+            return None
+        case "continue_result":
+            return Continue()
+        case "replace_output":
+            return ReplaceOutput(output=optional_value_from_proto(pb.replace_output, "output"))
+        case "replace_message":
+            return ReplaceMessage(message=pb.replace_message.message)
+        case _:
+            raise unknown_oneof(pb, "decision", arm)
+
+
+# ------------------------------------------------------------------ after_step
+
+
+def _messages(value: list[ModelMessage], path: str) -> model_pb2.ModelMessageList:
+    return model_pb2.ModelMessageList(messages=model_messages_to_proto(value, path=path))
+
+
+def after_step_result_to_proto(
+    decision: AfterStepResult | None,
+) -> plugin_pb2.AfterStepResponse:
+    """Convert an after_step decision to the whole response.
+
+    A ``NextStep`` with neither list set is a ``NextStepDecision`` with no
+    patch; one with both becomes a single replacement (replacement, then the
+    appended messages).
+
+    Raises:
+        ValueError: The decision is not an after_step decision, or a model
+            message is malformed.
+    """
+    response = plugin_pb2.AfterStepResponse
+    match decision:
+        case None:
+            return response()
+        case NextStep(append_model_messages=append, replace_model_messages=replace):
+            path = "NextStepDecision"
+            if replace is not None:
+                messages = [*replace, *(append or [])]
+                next_step = plugin_pb2.NextStepDecision(
+                    replace_model_messages=_messages(messages, f"{path}.replace_model_messages")
+                )
+            elif append is not None:
+                next_step = plugin_pb2.NextStepDecision(
+                    append_model_messages=_messages(append, f"{path}.append_model_messages")
+                )
+            else:
+                next_step = plugin_pb2.NextStepDecision()
+            return response(next_step=next_step)
+        case Complete():
+            return response(complete=_complete_to_proto(decision))
+        case _:
+            raise _bad_decision("after_step", decision)
+
+
+def after_step_result_from_proto(pb: plugin_pb2.AfterStepResponse) -> AfterStepResult | None:
+    """Convert a ``pai.v1.AfterStepResponse``; an unset decision gives ``None``.
+
+    Raises:
+        ValueError: A model message is malformed.
+    """
+    arm = pb.WhichOneof("decision")
+    match arm:
+        case None:
+            return None
+        case "next_step":
+            next_step = pb.next_step
+            path = "NextStepDecision"
+            match patch := next_step.WhichOneof("patch"):
+                case None:
+                    return NextStep()
+                case "append_model_messages":
+                    return NextStep(
+                        append_model_messages=model_messages_from_proto(
+                            next_step.append_model_messages.messages,
+                            path=f"{path}.append_model_messages",
+                        )
+                    )
+                case "replace_model_messages":
+                    return NextStep(
+                        replace_model_messages=model_messages_from_proto(
+                            next_step.replace_model_messages.messages,
+                            path=f"{path}.replace_model_messages",
+                        )
+                    )
+                case _:
+                    raise unknown_oneof(next_step, "patch", patch)
+        case "complete":
+            return _complete_from_proto(pb.complete)
+        case _:
+            raise unknown_oneof(pb, "decision", arm)
+
+
+# ------------------------------------------------------ prepare_history_rewrite
+
+
+def history_rewrite_patch_to_proto(
+    patch: HistoryRewritePatch | None,
+) -> plugin_pb2.PrepareHistoryRewriteResponse:
+    """Convert a prepare_history_rewrite result; ``None`` patches stay unset.
+
+    Raises:
+        ValueError: The value is not a ``HistoryRewritePatch``, or a patch is
+            not a strict JSON object.
+    """
+    if patch is None:
+        return plugin_pb2.PrepareHistoryRewriteResponse()
+    if not isinstance(patch, HistoryRewritePatch):
+        raise _bad_decision("prepare_history_rewrite", patch)
+    return plugin_pb2.PrepareHistoryRewriteResponse(
+        metadata_patch=optional_struct_to_proto(
+            patch.metadata, path="PrepareHistoryRewriteResponse.metadata_patch"
+        ),
+        private_metadata_patch=optional_struct_to_proto(
+            patch.private_metadata, path="PrepareHistoryRewriteResponse.private_metadata_patch"
+        ),
+    )
+
+
+def history_rewrite_patch_from_proto(
+    pb: plugin_pb2.PrepareHistoryRewriteResponse,
+) -> HistoryRewritePatch | None:
+    """Convert a ``pai.v1.PrepareHistoryRewriteResponse``; no patch at all gives ``None``.
+
+    Raises:
+        ValueError: A patch is not strict JSON.
+    """
+    metadata = optional_struct_from_proto(pb, "metadata_patch")
+    private = optional_struct_from_proto(pb, "private_metadata_patch")
+    if metadata is None and private is None:
+        return None
+    return HistoryRewritePatch(metadata=metadata, private_metadata=private)
