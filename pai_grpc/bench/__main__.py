@@ -13,10 +13,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pai_grpc.bench import _provider, _runs, _storage
+from pai_grpc.bench import _hooks, _provider, _runs, _storage
 from pai_grpc.bench._common import Report, postgres_reachable
 
-SECTIONS = {"storage": _storage.run, "runs": _runs.run, "provider": _provider.run}
+SECTIONS = {
+    "storage": _storage.run,
+    "runs": _runs.run,
+    "provider": _provider.run,
+    "hooks": _hooks.run,
+}
 
 
 async def main(sections: list[str], backends: list[str]) -> int:

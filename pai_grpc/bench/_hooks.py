@@ -1,0 +1,303 @@
+"""Remote hook benchmarks: what a hook costs in process and over the wire.
+
+Baselines measured in the same run: a bare gRPC unary round trip to the same
+plugin server (Describe), and the same no-op hook called in process. Each
+phase's remote no-op call is reported against both; the design target is a
+remote no-op hook within 1.3x of a bare unary round trip. Streams: a step of
+text deltas through a remote identity transform vs no transform, both
+measured end to end through the runtime (Send -> StreamRun) and at the
+adapter.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from pai.v1 import lifecycle_plugin_service_pb2 as pb
+from pai.v1 import lifecycle_plugin_service_pb2_grpc as pb_grpc
+from pai.v1 import run_service_pb2
+from pai.v1 import thread_service_pb2 as tpb
+from pai_grpc.bench._common import Report, Result, median_ms
+from pai_grpc.domain import (
+    FinishStepChunk,
+    StepStreamChunk,
+    TextDeltaChunk,
+    TextEndChunk,
+    TextStartChunk,
+    UserModelMessage,
+)
+from pai_grpc.lifecycle import (
+    AgentLifecycle,
+    BeforeToolCallInput,
+    Execution,
+    LifecycleRun,
+    ModelStepRequest,
+    PrepareModelStepInput,
+    PrepareRunInput,
+    ResolveModelContextInput,
+    StepInfo,
+    ToolInfo,
+    TransformStepStreamInput,
+    UiDataWriter,
+    compose_lifecycle,
+)
+from pai_grpc.models import ScriptedModel, text_step
+from pai_grpc.plugins import HookHost, PluginConfig, RemoteLifecycle, serve_plugin
+from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
+from pai_grpc.tools import InitialEntry
+
+#: Calls per latency sample set, and deltas per streamed step.
+CALLS = 400
+DELTAS = 5_000
+
+
+class Noop(AgentLifecycle):
+    """Every phase, doing nothing (a no-op hook measures pure hook overhead)."""
+
+    name = "noop"
+
+    async def prepare_run(self, input: Any) -> None:
+        """No decision."""
+
+    async def prepare_model_step(self, input: Any) -> None:
+        """No decision."""
+
+    async def before_tool_call(self, input: Any) -> None:
+        """No decision."""
+
+    async def resolve_model_context(self, input: Any, next: Any) -> Any:
+        """The downstream context."""
+        return await next()
+
+    def transform_step_stream(self, input: TransformStepStreamInput) -> AsyncIterator[Any]:
+        """Identity."""
+        assert input.stream is not None
+        return input.stream
+
+
+async def _latency(fn: Callable[[], Awaitable[object]], calls: int = CALLS) -> float:
+    """Median latency of sequential calls, in ms."""
+    for _ in range(20):
+        await fn()
+    samples = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        await fn()
+        samples.append(time.perf_counter() - t0)
+    return median_ms(samples)
+
+
+def _inputs() -> dict[str, Any]:
+    run = LifecycleRun(
+        run_id="run_bench",
+        thread_id="thr_bench",
+        initiator="send",
+        started_at=None,
+        execution=Execution(operation="send", started_at=None),
+        metadata=None,  # type: ignore[arg-type]
+        private_metadata=None,  # type: ignore[arg-type]
+    )
+    base: dict[str, Any] = {"run": run, "thread": None}
+    request = ModelStepRequest(
+        run_id="run_bench",
+        thread_id="thr_bench",
+        step_index=0,
+        model=ScriptedModel(["x"]),
+        instructions=[],
+        messages=[UserModelMessage(content=[])],
+        tools=[],
+    )
+    step = StepInfo("stp_bench", 0)
+    return {
+        "prepare_run": PrepareRunInput(**base, input={"message_id": "m"}),
+        "prepare_model_step": PrepareModelStepInput(**base, step=step, input=request),
+        "before_tool_call": BeforeToolCallInput(
+            **base,
+            step=step,
+            tool=ToolInfo(name="weather", source="backend"),
+            tool_call_id="c1",
+            entry=InitialEntry(),
+            input={"city": "Oslo"},
+        ),
+        "resolve_model_context": ResolveModelContextInput(**base, step=step, history=None),
+        "request": request,
+        "step": step,
+        "base": base,
+    }
+
+
+def _deltas(n: int) -> list[StepStreamChunk]:
+    return [
+        TextStartChunk(id="t"),
+        *(TextDeltaChunk(id="t", text="x") for _ in range(n)),
+        TextEndChunk(id="t"),
+        FinishStepChunk(finish_reason="stop"),
+    ]
+
+
+async def _replay(chunks: list[StepStreamChunk]) -> AsyncIterator[StepStreamChunk]:
+    for chunk in chunks:
+        yield chunk
+
+
+async def _consume(
+    hooks: AgentLifecycle, inputs: dict[str, Any], chunks: list[StepStreamChunk]
+) -> None:
+    stream = hooks.transform_step_stream(
+        TransformStepStreamInput(
+            **inputs["base"],
+            step=inputs["step"],
+            stream=_replay(chunks),
+            input=inputs["request"],
+            ui_data=UiDataWriter(lambda chunk: None),
+        )
+    )
+    async for _ in stream:
+        pass
+
+
+async def _phases(report: Report) -> None:
+    inputs = _inputs()
+    local = compose_lifecycle(Noop())
+    plugin = await serve_plugin(Noop())
+    host = HookHost()
+    remote = RemoteLifecycle(PluginConfig(address=plugin.address, timeout=10.0), host)
+    await remote.connect()
+    channel = grpc.aio.insecure_channel(plugin.address)
+    stub = pb_grpc.LifecyclePluginServiceStub(channel)
+    try:
+        bare = await _latency(lambda: stub.Describe(pb.DescribeRequest()))
+        report.add(Result("hooks", "baseline: bare unary round trip (p50)", bare, "ms"))
+
+        async def downstream(base: Any = None) -> list[Any]:
+            return []
+
+        calls: dict[str, Callable[[AgentLifecycle], Awaitable[object]]] = {
+            "prepare_run": lambda h: h.prepare_run(inputs["prepare_run"]),
+            "prepare_model_step": lambda h: h.prepare_model_step(inputs["prepare_model_step"]),
+            "before_tool_call": lambda h: h.before_tool_call(inputs["before_tool_call"]),
+            "resolve_model_context": lambda h: h.resolve_model_context(
+                inputs["resolve_model_context"], downstream
+            ),
+        }
+        for phase, call in calls.items():
+
+            async def in_process_call(call: Any = call) -> object:
+                return await call(local)
+
+            async def remote_call(call: Any = call) -> object:
+                return await call(remote)
+
+            in_process = await _latency(in_process_call)
+            over_wire = await _latency(remote_call)
+            report.add(Result("hooks", f"{phase}: no-op in process (p50)", in_process, "ms"))
+            report.add(
+                Result(
+                    "hooks",
+                    f"{phase}: no-op remote (p50)",
+                    over_wire,
+                    "ms",
+                    bare,
+                    "bare unary",
+                    note=f"{over_wire / max(in_process, 1e-9):.0f}x in process",
+                )
+            )
+        chunks = _deltas(DELTAS)
+        t0 = time.perf_counter()
+        async for _ in _replay(chunks):
+            pass
+        none = len(chunks) / (time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        await _consume(remote, inputs, chunks)
+        through = len(chunks) / (time.perf_counter() - t0)
+        report.add(Result("hooks", "adapter: stream with no transform", none, "chunks/s"))
+        report.add(
+            Result(
+                "hooks",
+                "adapter: stream through a remote identity transform",
+                through,
+                "chunks/s",
+                none,
+                "no transform",
+            )
+        )
+    finally:
+        await channel.close()
+        await remote.close()
+        await plugin.stop(0.5)
+        await host.close()
+
+
+async def _step_rate(srv: Any, deltas: int) -> float:
+    """Chunks/s of one long step, Send -> StreamRun to terminal."""
+    thread_id = (await srv.threads.CreateThread(tpb.CreateThreadRequest())).thread.id
+    t0 = time.perf_counter()
+    handle = (
+        await srv.threads.Send(
+            tpb.SendRequest(
+                thread_id=thread_id,
+                parts=[{"text": {"text": "stream"}}],
+            )
+        )
+    ).run
+    n = 0
+    async for _ in srv.runs.StreamRun(run_service_pb2.StreamRunRequest(run_id=handle.run_id)):
+        n += 1
+    return n / (time.perf_counter() - t0)
+
+
+async def _runtime(report: Report, workdir: Path) -> None:
+    from pai_grpc.testing import serve_in_process
+
+    def model() -> ScriptedModel:
+        return ScriptedModel([_deltas(DELTAS), text_step("ok")])
+
+    url = f"sqlite:///{workdir / f'hooks-{time.time_ns()}.db'}"
+    async with serve_in_process(url, model=model()) as srv:
+        none = await _step_rate(srv, DELTAS)
+    plugin = await serve_plugin(Noop())
+    host = HookHost()
+    remote = RemoteLifecycle(
+        PluginConfig(
+            address=plugin.address, timeout=10.0, only=frozenset({"transform_step_stream"})
+        ),
+        host,
+    )
+    await remote.connect()
+    try:
+        agents = AgentRegistry([Agent(name=DEFAULT_AGENT, model=model(), lifecycle=remote)])
+        url = f"sqlite:///{workdir / f'hooks-remote-{time.time_ns()}.db'}"
+        async with serve_in_process(url, agents=agents) as srv:
+            through = await _step_rate(srv, DELTAS)
+    finally:
+        await remote.close()
+        await plugin.stop(0.5)
+        await host.close()
+    report.add(Result("hooks", f"runtime: step of {DELTAS} deltas, no transform", none, "events/s"))
+    report.add(
+        Result(
+            "hooks",
+            f"runtime: step of {DELTAS} deltas, remote transform",
+            through,
+            "events/s",
+            none,
+            "no transform",
+            note="Send -> StreamRun to terminal",
+        )
+    )
+
+
+async def run(report: Report, backend: str, workdir: Path) -> None:
+    """Hook overhead (storage-independent: measured once, on SQLite)."""
+    if backend != "sqlite":
+        return
+    await _phases(report)
+    await _runtime(report, workdir)
+
+
+__all__ = ["run"]
