@@ -106,6 +106,8 @@ log = logging.getLogger("pai_grpc.plugins")
 T = TypeVar("T")
 FailureMode = Literal["closed", "open"]
 DEFAULT_TIMEOUT = 1.0
+#: Upstream chunks read ahead of the plugin before the runtime waits for it (backpressure).
+MAX_OUTBOX = 256
 
 
 class PluginConfigError(Exception):
@@ -208,6 +210,7 @@ class RemoteLifecycle(AgentLifecycle):
         self._health: health_pb2_grpc.HealthStub | None = None
         self._circuit = _Circuit()
         self._probe: asyncio.Task[None] | None = None
+        self._batches = False
 
     # ---- lifecycle of the adapter --------------------------------------------
 
@@ -246,6 +249,7 @@ class RemoteLifecycle(AgentLifecycle):
             )
         only = self.config.only
         self._declared = frozenset(declared if only is None else declared & only)
+        self._batches = described.accepts_chunk_batches
         log.info(
             "lifecycle plugin %s at %s: %s",
             self.plugin,
@@ -810,10 +814,16 @@ class RemoteLifecycle(AgentLifecycle):
                 yield chunk
             return
 
-        async def on_reply(reply: Any) -> StepStreamChunk | None:
+        async def on_reply(reply: Any) -> list[StepStreamChunk]:
             match reply.WhichOneof("message"):
                 case "chunk":
-                    return _parse(lambda: chunk_from_proto(reply.chunk), self.plugin, phase)
+                    return [_parse(lambda: chunk_from_proto(reply.chunk), self.plugin, phase)]
+                case "batch":
+                    return _parse(
+                        lambda: [chunk_from_proto(c) for c in reply.batch.chunks],
+                        self.plugin,
+                        phase,
+                    )
                 case "ui_data":
                     data = _parse(
                         lambda: chunk_from_proto(chunks_pb2.StepStreamChunk(data=reply.ui_data)),
@@ -826,7 +836,7 @@ class RemoteLifecycle(AgentLifecycle):
                         input.ui_data.write(data)
                     except Exception as e:
                         raise _Downstream(e) from e
-                    return None
+                    return []
                 case "failed":
                     raise hook_error(
                         reply.failed.reason, reply.failed.message, plugin=self.plugin, phase=phase
@@ -838,13 +848,13 @@ class RemoteLifecycle(AgentLifecycle):
                         await input.abort(abort)
                     except Exception as e:
                         raise _Downstream(e) from e
-                    return None
+                    return []
                 case other:
                     raise HookProtocolError(self.plugin, phase, f"unexpected message {other!r}")
 
         async for chunk in self._exchange(
             call, upstream, phase, step_id, token, chunk_type=pb.TransformStepStreamRequest,
-            on_reply=on_reply,
+            on_reply=on_reply, batches=self._batches,
         ):  # fmt: skip
             yield chunk
 
@@ -860,9 +870,9 @@ class RemoteLifecycle(AgentLifecycle):
     ) -> AsyncIterator[StepStreamChunk]:
         """around_model_call in transform mode: downstream chunks out, result chunks back."""
 
-        async def on_reply(reply: Any) -> StepStreamChunk | None:
+        async def on_reply(reply: Any) -> list[StepStreamChunk]:
             if reply.WhichOneof("message") == "chunk":
-                return _parse(lambda: chunk_from_proto(reply.chunk), self.plugin, phase)
+                return [_parse(lambda: chunk_from_proto(reply.chunk), self.plugin, phase)]
             if reply.WhichOneof("message") == "failed":
                 raise hook_error(
                     reply.failed.reason, reply.failed.message, plugin=self.plugin, phase=phase
@@ -891,62 +901,92 @@ class RemoteLifecycle(AgentLifecycle):
         token: str,
         *,
         chunk_type: Any,
-        on_reply: Callable[[Any], Awaitable[StepStreamChunk | None]],
+        on_reply: Callable[[Any], Awaitable[list[StepStreamChunk]]],
         first: Any = None,
+        batches: bool = False,
     ) -> AsyncIterator[StepStreamChunk]:
         """Pump ``upstream`` to the plugin while yielding what it sends back.
 
-        Until the first chunk goes downstream, consumed upstream chunks are
-        kept, so failing open can replay them; after that a failure is fatal.
+        Writes are pipelined: while one write is in flight, further upstream
+        chunks queue up and go out together (as one ChunkBatch to plugins that
+        accept them). Until the first chunk goes downstream, consumed upstream
+        chunks are kept so failing open can replay them; after that a failure
+        is fatal. The timeout applies while the plugin owes an answer (the
+        upstream has ended and everything was written).
         """
         timeout = self.policy(phase).timeout
-        buffer: list[StepStreamChunk] = []
+        replay: list[StepStreamChunk] = []  # consumed, not yet answered downstream
+        outbox: list[StepStreamChunk] = []  # consumed, not yet written
         emitted = False
         up: asyncio.Future[StepStreamChunk] | None = None
-        if upstream is not None:
-            up = asyncio.ensure_future(anext(upstream))
-        else:
-            with contextlib.suppress(Exception):
-                await call.done_writing()
+        upstream_done = upstream is None
+        end_sent = upstream is None
+        writable = True
+        writing: asyncio.Future[bool] | None = None
         read: asyncio.Future[Any] | None = None
         pending_first = first
         failure: PaiError | None = None
+        if upstream is None:
+            with contextlib.suppress(Exception):
+                await call.done_writing()
         try:
             while True:
                 if pending_first is not None:
                     reply, pending_first = pending_first, None
                 else:
+                    if (
+                        up is None
+                        and not upstream_done
+                        and writable
+                        and len(outbox) < MAX_OUTBOX
+                        and upstream is not None
+                    ):
+                        up = asyncio.ensure_future(anext(upstream))
+                    if writing is None and writable:
+                        if outbox:
+                            if batches and len(outbox) > 1:
+                                message = chunk_type(
+                                    batch=pb.ChunkBatch(chunks=[chunk_to_proto(c) for c in outbox])
+                                )
+                                outbox.clear()
+                            else:
+                                message = chunk_type(chunk=chunk_to_proto(outbox.pop(0)))
+                            writing = asyncio.ensure_future(_send(call, message))
+                        elif upstream_done and not end_sent:
+                            end_sent = True
+                            writing = asyncio.ensure_future(_send_end(call, chunk_type))
                     if read is None:
                         read = asyncio.ensure_future(call.read())
                     waits: set[asyncio.Future[Any]] = {read}
                     if up is not None:
                         waits.add(up)
+                    if writing is not None:
+                        waits.add(writing)
+                    owed = up is None and writing is None and not outbox
                     done, _ = await asyncio.wait(
                         waits,
-                        timeout=None if up is not None else timeout,
+                        timeout=timeout if owed else None,
                         return_when=asyncio.FIRST_COMPLETED,
                     )
                     if not done:
                         raise HookTimeout(self.plugin, phase, "no answer within the timeout")
+                    if writing is not None and writing in done:
+                        # A failed write: the plugin stopped reading (it answered or
+                        # failed); its reply, read next, says which.
+                        writable = writing.result()
+                        writing = None
                     if up is not None and up in done:
                         try:
                             chunk = up.result()
                         except StopAsyncIteration:
-                            up = None
-                            await _send(call, chunk_type(end=pb.StreamEnd()))
-                            with contextlib.suppress(Exception):
-                                await call.done_writing()
+                            upstream_done = True
                         except Exception as e:
                             raise _Downstream(e) from e
                         else:
                             if not emitted:
-                                buffer.append(chunk)
-                            if await _send(call, chunk_type(chunk=chunk_to_proto(chunk))):
-                                up = asyncio.ensure_future(anext(upstream))  # type: ignore[arg-type]
-                            else:
-                                # The plugin stopped reading (it answered or failed):
-                                # its reply, read next, says which.
-                                up = None
+                                replay.append(chunk)
+                            outbox.append(chunk)
+                        up = None
                     if read not in done:
                         continue
                     try:
@@ -957,18 +997,18 @@ class RemoteLifecycle(AgentLifecycle):
                         read = None
                     if reply is grpc.aio.EOF:
                         raise HookProtocolError(self.plugin, phase, "the stream ended without end")
-                if reply.WhichOneof("message") == "end":
+                kind = reply.WhichOneof("message")
+                if kind == "end":
                     self._succeeded()
                     return
-                if reply.WhichOneof("message") in ("abort", "failed"):
+                if kind in ("abort", "failed"):
                     # A terminal answer: half-close (nothing more is written), so the
                     # plugin can end the call without racing our writes.
                     with contextlib.suppress(Exception):
                         await call.done_writing()
-                out = await on_reply(reply)
-                if out is not None:
+                for out in await on_reply(reply):
                     emitted = True
-                    buffer.clear()
+                    replay.clear()
                     yield out
         except _Downstream as e:
             raise e.error from None
@@ -979,8 +1019,9 @@ class RemoteLifecycle(AgentLifecycle):
                 raise
             failure = e
         finally:
-            if read is not None:
-                read.cancel()
+            for pending in (read, writing):
+                if pending is not None:
+                    pending.cancel()
             call.cancel()
             if token:
                 self.host.revoke(token)
@@ -992,9 +1033,9 @@ class RemoteLifecycle(AgentLifecycle):
         # Failing open before anything went downstream: replay what the plugin consumed.
         assert failure is not None
         self._handle(phase, failure, step_id)
-        for chunk in buffer:
+        for chunk in replay:
             yield chunk
-        if upstream is None:
+        if upstream is None or upstream_done:
             return
         if up is not None:
             try:
@@ -1018,6 +1059,14 @@ def _parse(fn: Callable[[], T], plugin: str, phase: str) -> T:
         return fn()
     except (ValueError, TypeError) as e:
         raise HookProtocolError(plugin, phase, f"malformed message: {e}") from e
+
+
+async def _send_end(call: Any, chunk_type: Any) -> bool:
+    """The upstream ended: say so and half-close."""
+    ok = await _send(call, chunk_type(end=pb.StreamEnd()))
+    with contextlib.suppress(Exception):
+        await call.done_writing()
+    return ok
 
 
 async def _send(call: Any, message: Any) -> bool:

@@ -566,6 +566,7 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
             name=self._name,
             phases=[phase_to_proto(p) for p in PHASES if p in self._phases],
             version="1",
+            accepts_chunk_batches=True,
         )
 
     @guarded
@@ -789,15 +790,19 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
     ) -> AsyncIterator[pb.TransformStepStreamResponse]:
         """transform_step_stream: chunks in, chunks out; ui data and abort as messages."""
         self._require("transform_step_stream")
-        session = _Session(requests, pb.TransformStepStreamResponse)
+        session = _Session(requests, pb.TransformStepStreamResponse, combine=_batch_chunks)
         start = await session.first("start")
 
         async def upstream() -> AsyncIterator[StepStreamChunk]:
             while True:
-                kind, reply = await session.expect_any("chunk", "end")
+                kind, reply = await session.expect_any("chunk", "batch", "end")
                 if kind == "end":
                     return
-                yield chunk_from_proto(reply)
+                if kind == "batch":
+                    for chunk in reply.chunks:
+                        yield chunk_from_proto(chunk)
+                else:
+                    yield chunk_from_proto(reply)
 
         def write(chunk: DataChunk) -> None:
             if not isinstance(chunk, DataChunk):
@@ -899,9 +904,17 @@ class _Session:
             reason, message = "HOOK_FAILED", f"{type(error).__name__}: {error}"
         return self._reply(failed=pb.HookFailed(reason=reason, message=message))
 
-    def __init__(self, requests: AsyncIterator[Any], reply: Any) -> None:
+    def __init__(
+        self,
+        requests: AsyncIterator[Any],
+        reply: Any,
+        *,
+        combine: Callable[[list[Any]], list[Any]] | None = None,
+    ) -> None:
         self._requests = requests
         self._reply = reply
+        #: Merges replies that are ready together (e.g. chunks into one batch).
+        self._combine = combine
         self._outbox: asyncio.Queue[Any] = asyncio.Queue()
         self._inbox: asyncio.Queue[Any] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
@@ -969,33 +982,52 @@ class _Session:
                 getter = asyncio.ensure_future(self._outbox.get())
                 done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
                 if getter in done:
-                    item = getter.result()
-                    if item is self._done:
+                    ready = [getter.result()]
+                    while not self._outbox.empty():
+                        ready.append(self._outbox.get_nowait())
+                    finished = self._done in ready
+                    ready = [r for r in ready if r is not self._done]
+                    for item in self._combine(ready) if self._combine else ready:
+                        yield item
+                    if finished:
                         break
-                    yield item
                     continue
                 getter.cancel()
                 failure = task.exception()
-                if failure is not None:
-                    # Flush what the hook queued, then report the failure as a message.
-                    while not self._outbox.empty():
-                        item = self._outbox.get_nowait()
-                        if item is not self._done:
-                            yield item
-                    yield self._failed(failure)
-                    return
-                # The hook finished: flush what it queued.
+                # The hook finished: flush what it queued (then its failure, if any).
+                ready = []
                 while not self._outbox.empty():
                     item = self._outbox.get_nowait()
-                    if item is self._done:
-                        return
+                    if item is not self._done:
+                        ready.append(item)
+                for item in self._combine(ready) if self._combine else ready:
                     yield item
+                if failure is not None:
+                    yield self._failed(failure)
                 return
             await task
         finally:
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+
+
+def _batch_chunks(replies: list[Any]) -> list[Any]:
+    """Consecutive chunk replies as one ChunkBatch (the runtime accepts batches)."""
+    out: list[Any] = []
+    run: list[Any] = []
+    for reply in [*replies, None]:
+        if reply is not None and reply.WhichOneof("message") == "chunk":
+            run.append(reply.chunk)
+            continue
+        if len(run) == 1:
+            out.append(pb.TransformStepStreamResponse(chunk=run[0]))
+        elif run:
+            out.append(pb.TransformStepStreamResponse(batch=pb.ChunkBatch(chunks=run)))
+        run = []
+        if reply is not None:
+            out.append(reply)
+    return out
 
 
 class _AttemptStream:

@@ -30,6 +30,8 @@ class Behaviour:
     sleep: float = 2.0
     #: Every handler sleeps first (to trip the back-off).
     slow: bool = False
+    #: Declare that chunk batches are accepted.
+    batches: bool = False
     calls: list[str] = field(default_factory=list)
 
 
@@ -48,6 +50,7 @@ class FakePlugin(pb_grpc.LifecyclePluginServiceServicer):
                 lifecycle_pb2.LIFECYCLE_PHASE_AROUND_MODEL_CALL,
                 lifecycle_pb2.LIFECYCLE_PHASE_TRANSFORM_STEP_STREAM,
             ],
+            accepts_chunk_batches=self.b.batches,
         )
 
     async def PrepareRun(
@@ -105,7 +108,11 @@ class FakePlugin(pb_grpc.LifecyclePluginServiceServicer):
                 break
             if self.b.transform == "close_early":
                 return  # ends the call without `end`: a protocol error
-            yield pb.TransformStepStreamResponse(chunk=message.chunk)
+            if kind == "batch":
+                self.b.calls.append(f"batch:{len(message.batch.chunks)}")
+                yield pb.TransformStepStreamResponse(batch=message.batch)
+            else:
+                yield pb.TransformStepStreamResponse(chunk=message.chunk)
             sent += 1
             if self.b.transform == "fail_after_first" and sent == 2:
                 await context.abort(grpc.StatusCode.UNAVAILABLE, "plugin crashed")

@@ -140,9 +140,11 @@ async def test_a_stream_closed_early_is_a_protocol_error(database_url: str, fake
         assert await transcript(srv, thread_id) == [("user", "hi")]
 
 
+@pytest.mark.parametrize("batches", [False, True], ids=["chunks", "batches"])
 async def test_a_transform_fails_open_only_before_its_first_chunk(
-    database_url: str, fake: Running
+    database_url: str, fake: Running, batches: bool
 ) -> None:
+    fake.behaviour.batches = batches
     # Before anything went downstream: the consumed chunks are replayed untouched.
     fake.behaviour.transform = "close_early"
     async with runtime_with(database_url, fake.address, failure_mode="open") as (srv, _):
@@ -283,3 +285,22 @@ async def test_plugins_from_config_and_their_misconfiguration(
     ]:
         with pytest.raises(ConfigError, match=message):
             await load_agents(load(entry))
+
+
+async def test_chunks_ready_together_travel_as_one_batch(fake: Running, tmp_path: Path) -> None:
+    from pai_grpc.models import text_step
+
+    fake.behaviour.batches = True
+    # A zero-latency provider: chunks pile up while a write is in flight.
+    model = ScriptedModel([text_step("one two three four five six seven eight nine ten")])
+    async with runtime_with(f"sqlite:///{tmp_path / 'b.db'}", fake.address, model=model) as (
+        srv,
+        _,
+    ):
+        run, thread_id = await run_once(srv)
+        assert run.status == runs_pb2.RUN_STATUS_COMPLETED
+        assert (await transcript(srv, thread_id))[-1] == (
+            "assistant",
+            "one two three four five six seven eight nine ten",
+        )
+    assert any(c.startswith("batch:") for c in fake.behaviour.calls)

@@ -27,14 +27,22 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("name", "phases", "version")
+    __slots__ = ("name", "phases", "version", "accepts_chunk_batches")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PHASES_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTS_CHUNK_BATCHES_FIELD_NUMBER: _ClassVar[int]
     name: str
     phases: _containers.RepeatedScalarFieldContainer[_lifecycle_pb2.LifecyclePhase]
     version: str
-    def __init__(self, name: _Optional[str] = ..., phases: _Optional[_Iterable[_Union[_lifecycle_pb2.LifecyclePhase, str]]] = ..., version: _Optional[str] = ...) -> None: ...
+    accepts_chunk_batches: bool
+    def __init__(self, name: _Optional[str] = ..., phases: _Optional[_Iterable[_Union[_lifecycle_pb2.LifecyclePhase, str]]] = ..., version: _Optional[str] = ..., accepts_chunk_batches: _Optional[bool] = ...) -> None: ...
+
+class ChunkBatch(_message.Message):
+    __slots__ = ("chunks",)
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    chunks: _containers.RepeatedCompositeFieldContainer[_chunks_pb2.StepStreamChunk]
+    def __init__(self, chunks: _Optional[_Iterable[_Union[_chunks_pb2.StepStreamChunk, _Mapping]]] = ...) -> None: ...
 
 class HookFailed(_message.Message):
     __slots__ = ("reason", "message")
@@ -253,28 +261,32 @@ class TransformStepStreamStart(_message.Message):
     def __init__(self, context: _Optional[_Union[_lifecycle_pb2.HookContext, _Mapping]] = ..., input: _Optional[_Union[_model_pb2.ModelStepRequest, _Mapping]] = ...) -> None: ...
 
 class TransformStepStreamRequest(_message.Message):
-    __slots__ = ("start", "chunk", "end")
+    __slots__ = ("start", "chunk", "end", "batch")
     START_FIELD_NUMBER: _ClassVar[int]
     CHUNK_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     start: TransformStepStreamStart
     chunk: _chunks_pb2.StepStreamChunk
     end: StreamEnd
-    def __init__(self, start: _Optional[_Union[TransformStepStreamStart, _Mapping]] = ..., chunk: _Optional[_Union[_chunks_pb2.StepStreamChunk, _Mapping]] = ..., end: _Optional[_Union[StreamEnd, _Mapping]] = ...) -> None: ...
+    batch: ChunkBatch
+    def __init__(self, start: _Optional[_Union[TransformStepStreamStart, _Mapping]] = ..., chunk: _Optional[_Union[_chunks_pb2.StepStreamChunk, _Mapping]] = ..., end: _Optional[_Union[StreamEnd, _Mapping]] = ..., batch: _Optional[_Union[ChunkBatch, _Mapping]] = ...) -> None: ...
 
 class TransformStepStreamResponse(_message.Message):
-    __slots__ = ("chunk", "ui_data", "abort", "end", "failed")
+    __slots__ = ("chunk", "ui_data", "abort", "end", "failed", "batch")
     CHUNK_FIELD_NUMBER: _ClassVar[int]
     UI_DATA_FIELD_NUMBER: _ClassVar[int]
     ABORT_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     chunk: _chunks_pb2.StepStreamChunk
     ui_data: _chunks_pb2.DataChunk
     abort: _lifecycle_pb2.StepAbort
     end: StreamEnd
     failed: HookFailed
-    def __init__(self, chunk: _Optional[_Union[_chunks_pb2.StepStreamChunk, _Mapping]] = ..., ui_data: _Optional[_Union[_chunks_pb2.DataChunk, _Mapping]] = ..., abort: _Optional[_Union[_lifecycle_pb2.StepAbort, _Mapping]] = ..., end: _Optional[_Union[StreamEnd, _Mapping]] = ..., failed: _Optional[_Union[HookFailed, _Mapping]] = ...) -> None: ...
+    batch: ChunkBatch
+    def __init__(self, chunk: _Optional[_Union[_chunks_pb2.StepStreamChunk, _Mapping]] = ..., ui_data: _Optional[_Union[_chunks_pb2.DataChunk, _Mapping]] = ..., abort: _Optional[_Union[_lifecycle_pb2.StepAbort, _Mapping]] = ..., end: _Optional[_Union[StreamEnd, _Mapping]] = ..., failed: _Optional[_Union[HookFailed, _Mapping]] = ..., batch: _Optional[_Union[ChunkBatch, _Mapping]] = ...) -> None: ...
 
 class BeforeToolCallRequest(_message.Message):
     __slots__ = ("context", "tool", "tool_call_id", "entry", "suspend_history", "input")
