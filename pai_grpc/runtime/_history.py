@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -49,7 +50,8 @@ class HistoryRewrites:
     """Coordinates the two history-rewrite phases for one process."""
 
     on_error: Callable[[RuntimeError_], None] | None = None
-    errors: list[RuntimeError_] = field(default_factory=list)
+    #: The most recent failures (bounded: a failing hook must not grow memory).
+    errors: deque[RuntimeError_] = field(default_factory=lambda: deque(maxlen=100))
     _queues: dict[str, list[tuple[AgentLifecycle, HistoryRewrittenInput]]] = field(
         default_factory=dict
     )
@@ -155,7 +157,10 @@ class HistoryRewrites:
                     log.error("history_rewritten failed for thread %s: %s", thread_id, message)
                     if self.on_error is not None:
                         self.on_error(error)
+        # Nothing pending for this thread: forget it (threads come and go).
         self._queues.pop(thread_id, None)
+        if self._workers.get(thread_id) is asyncio.current_task():
+            del self._workers[thread_id]
 
     async def idle(self) -> None:
         """Wait until every scheduled delivery ran (tests and shutdown)."""
