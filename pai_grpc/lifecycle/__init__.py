@@ -41,6 +41,7 @@ from pai_grpc.lifecycle._facade import (
     LifecycleThread,
     LifecycleTransaction,
     ModelHistory,
+    visibility_change,
 )
 from pai_grpc.lifecycle._inputs import (
     AfterStepInput,
@@ -80,7 +81,7 @@ from pai_grpc.lifecycle._patches import (
 )
 from pai_grpc.lifecycle._report import HookReport, current_report
 from pai_grpc.lifecycle._signal import AbortSignal
-from pai_grpc.lifecycle._stream import AbortStep, response_chunks
+from pai_grpc.lifecycle._stream import AbortStep, missing_text_id, response_chunks
 
 __all__ = [
     "DEFAULT_SECRET_PATTERNS",
@@ -165,5 +166,7 @@ __all__ = [
     "instructions_of",
     "lifecycle",
     "maybe_await",
+    "missing_text_id",
     "response_chunks",
+    "visibility_change",
 ]

@@ -185,6 +185,26 @@ def _message_input(
     )
 
 
+def visibility_change(
+    record: MessageRecord, *, transcript: bool | None, context: bool | None
+) -> tuple[Visibility, Visibility, MessagePatch] | None:
+    """A message's complete visibility before and after an update, with its patch.
+
+    ``None`` flags keep the current value; ``None`` is returned when nothing changes.
+    """
+    before = Visibility(transcript=record.visible_transcript, context=record.visible_context)
+    after = Visibility(
+        transcript=before.transcript if transcript is None else transcript,
+        context=before.context if context is None else context,
+    )
+    if after == before:
+        return None
+    patch = MessagePatch(
+        id=record.id, visible_transcript=after.transcript, visible_context=after.context
+    )
+    return before, after, patch
+
+
 class _Committer:
     """Turns staged operations into one fenced write set (and retries CAS when implicit)."""
 
@@ -290,23 +310,10 @@ class _Committer:
                     "message_ids", f"not messages of this thread: {missing}"
                 )
             for mid, (t, c) in visibility.items():
-                record = found[mid]
-                before = Visibility(
-                    transcript=record.visible_transcript, context=record.visible_context
-                )
-                after = Visibility(
-                    transcript=before.transcript if t is None else t,
-                    context=before.context if c is None else c,
-                )
-                if after != before:
-                    changes.append((mid, before, after))
-                    message_patches.append(
-                        MessagePatch(
-                            id=mid,
-                            visible_transcript=after.transcript,
-                            visible_context=after.context,
-                        )
-                    )
+                change = visibility_change(found[mid], transcript=t, context=c)
+                if change is not None:
+                    changes.append((mid, change[0], change[1]))
+                    message_patches.append(change[2])
             if changes:
                 meta_patch, private_patch = await state.backend.visibility_rewrite(
                     state.scope, state.thread_id, changes, thread_version

@@ -26,6 +26,16 @@ from pai_grpc.domain import (
 from pai_grpc.errors import InvalidArgument
 from pai_grpc.lifecycle._decisions import AssistantResponse, StepAbort
 
+_TEXT = frozenset({"text-start", "text-delta", "text-end"})
+
+
+def missing_text_id(chunk: object) -> str | None:
+    """The problem with a text chunk lacking its id (TSS-05), or None."""
+    kind = getattr(chunk, "type", None)
+    if kind in _TEXT and not getattr(chunk, "id", None):
+        return f"{kind} needs a text id"
+    return None
+
 
 class AbortStep(Exception):
     """Raised by ``abort()``: the step stops deliberately (not a runtime failure)."""

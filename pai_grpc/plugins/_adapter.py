@@ -329,11 +329,7 @@ class RemoteLifecycle(AgentLifecycle):
             host_target=self.host.target if token else "",
             thread_id=thread_id,
         )
-        runtime_context = getattr(input, "runtime_context", None)
-        if isinstance(runtime_context, dict):
-            with contextlib.suppress(Exception):
-                check_strict_json(runtime_context, path="runtime_context")
-                ctx.runtime_context.CopyFrom(struct_to_proto(runtime_context))
+        _set_runtime_context(ctx, getattr(input, "runtime_context", None))
         if base is not None:
             run = base.run
             info = lifecycle_pb2.LifecycleRunInfo(
@@ -680,10 +676,7 @@ class RemoteLifecycle(AgentLifecycle):
             return await next()
         # around_model_call's input is the request; the facade is not part of it.
         token, ctx = "", lifecycle_pb2.HookContext(thread_id=request.thread_id)
-        if isinstance(request.runtime_context, dict):
-            with contextlib.suppress(Exception):
-                check_strict_json(request.runtime_context, path="runtime_context")
-                ctx.runtime_context.CopyFrom(struct_to_proto(request.runtime_context))
+        _set_runtime_context(ctx, request.runtime_context)
         call = self.stub.AroundModelCall()
         attempts: list[ModelStepStreamResult] = []
         handed_off = False
@@ -1044,6 +1037,14 @@ class RemoteLifecycle(AgentLifecycle):
                 return
         async for chunk in upstream:
             yield chunk
+
+
+def _set_runtime_context(ctx: lifecycle_pb2.HookContext, value: Any) -> None:
+    """Send the runtime context when it can cross the wire (a strict-JSON object)."""
+    if isinstance(value, dict):
+        with contextlib.suppress(Exception):
+            check_strict_json(value, path="runtime_context")
+            ctx.runtime_context.CopyFrom(struct_to_proto(value))
 
 
 def _step_id(input: Any) -> str:

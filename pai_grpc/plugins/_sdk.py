@@ -19,7 +19,7 @@ import builtins
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 import grpc
@@ -103,6 +103,7 @@ from pai_grpc.lifecycle import (
     UiDataWriter,
     coerce_patch,
     compose_lifecycle,
+    missing_text_id,
 )
 from pai_grpc.lifecycle._compose import Effective
 from pai_grpc.lifecycle._contract import ContractViolation
@@ -435,7 +436,6 @@ class RemoteHistory:
 
     host: _Host
     through: LifecycleMessage | None
-    _unused: dict[str, Any] = field(default_factory=dict)
 
     def _query(self, view: View, order: str, after_message_id: str | None) -> Any:
         return hook_host_service_pb2.HistoryQuery(
@@ -861,9 +861,8 @@ def _request(wire: Any, ctx: lifecycle_pb2.HookContext) -> ModelStepRequest:
 
 def _check_text_id(plugin: str, chunk: Any) -> None:
     """Text ids are required on every text boundary (TSS-05), checked before encoding."""
-    kind = getattr(chunk, "type", None)
-    if kind in ("text-start", "text-delta", "text-end") and not getattr(chunk, "id", None):
-        raise InvalidDecision(plugin, "transform_step_stream", f"{kind} needs a text id")
+    if problem := missing_text_id(chunk):
+        raise InvalidDecision(plugin, "transform_step_stream", problem)
 
 
 def _model_name(model: Any) -> str:

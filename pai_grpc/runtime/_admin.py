@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pai_grpc.domain import JsonObject, LifecycleMessage, Run, Thread, Visibility
+from pai_grpc.domain import JsonObject, LifecycleMessage, Run, Thread
 from pai_grpc.errors import Conflict, FailedPrecondition, InvalidArgument, NotFoundError
-from pai_grpc.lifecycle import VisibilityChange, VisibilityRewrite
+from pai_grpc.lifecycle import VisibilityChange, VisibilityRewrite, visibility_change
 from pai_grpc.runtime._history import merge_thread_patch
 from pai_grpc.runtime._records import (
     lifecycle_message_from_record,
@@ -90,21 +90,10 @@ class Admin:
         changes: list[VisibilityChange] = []
         patches: list[MessagePatch] = []
         for mid in dict.fromkeys(message_ids):
-            record = found[mid]
-            before = Visibility(
-                transcript=record.visible_transcript, context=record.visible_context
-            )
-            after = Visibility(
-                transcript=before.transcript if transcript is None else transcript,
-                context=before.context if context is None else context,
-            )
-            if after != before:
-                changes.append(VisibilityChange(mid, before, after))
-                patches.append(
-                    MessagePatch(
-                        id=mid, visible_transcript=after.transcript, visible_context=after.context
-                    )
-                )
+            change = visibility_change(found[mid], transcript=transcript, context=context)
+            if change is not None:
+                changes.append(VisibilityChange(mid, change[0], change[1]))
+                patches.append(change[2])
         if not changes:
             return thread_from_record(thread)
         agent = self.services.agents.get(thread.agent)

@@ -40,7 +40,6 @@ from pai_grpc.lifecycle import (
     current_report,
 )
 from pai_grpc.runtime._agents import Agent
-from pai_grpc.runtime._history import split_at
 from pai_grpc.runtime._phases import Phases, StepResult, cancelled_outcome, validate_calls
 from pai_grpc.runtime._records import message_from_record, parts_to_json
 from pai_grpc.runtime._reducer import StreamProtocolError
@@ -308,28 +307,15 @@ class Execution(Phases):
                 raise RunFailure(
                     "REGENERATE_TARGET_GONE", f"message {target_id!r} is no longer there"
                 )
-            retained, removed = await split_at(
-                store, self._scope, self._thread_id, target[0].position
-            )
-            rewrite = RegenerateRewrite(
-                target_message_id=target_id,
-                retained_message_ids=tuple(retained),
-                removed_message_ids=tuple(removed),
-                before_version=thread.version,
-            )
             history = self._services.history
-            patch = await history.thread_patch(
-                self._agent.lifecycle,
-                self._agent.contract,
-                thread,
-                rewrite,
-                self._runtime_context,
+            rewrite, patch = await history.regeneration(
+                store, self._agent, thread, target[0], self._runtime_context
             )
             applied: dict[str, Any] = {
                 "target_message_id": target_id,
                 "applied": True,
-                "removed": removed,
-                "retained": retained,
+                "removed": list(rewrite.removed_message_ids),
+                "retained": list(rewrite.retained_message_ids),
             }
             try:
                 result = await self._commit(

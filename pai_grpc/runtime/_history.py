@@ -24,9 +24,11 @@ from pai_grpc.lifecycle import (
     HistoryRewritePatch,
     HistoryRewrittenInput,
     PrepareHistoryRewriteInput,
+    RegenerateRewrite,
     compose_lifecycle,
 )
-from storage import UNSET, Store, ThreadPatch, ThreadRecord, check_strict_json
+from pai_grpc.runtime._agents import Agent
+from storage import UNSET, MessageRecord, Store, ThreadPatch, ThreadRecord, check_strict_json
 
 log = logging.getLogger("pai_grpc.history")
 
@@ -115,6 +117,31 @@ class HistoryRewrites:
             check_strict_json(merged, path="private_metadata")
             fields["private_metadata"] = contract.validate("thread_private_metadata", merged)
         return ThreadPatch(**fields) if fields else None  # type: ignore[arg-type]
+
+    async def regeneration(
+        self,
+        store: Store,
+        agent: Agent,
+        thread: ThreadRecord,
+        target: MessageRecord,
+        runtime_context: object = None,
+    ) -> tuple[RegenerateRewrite, ThreadPatch | None]:
+        """A regeneration from ``target`` on ``thread`` and its hooks' patch for the write.
+
+        Called on every attempt: a stale-version retry prepares again on fresh
+        state (HR-03).
+        """
+        retained, removed = await split_at(store, thread.scope, thread.id, target.position)
+        rewrite = RegenerateRewrite(
+            target_message_id=target.id,
+            retained_message_ids=tuple(retained),
+            removed_message_ids=tuple(removed),
+            before_version=thread.version,
+        )
+        patch = await self.thread_patch(
+            agent.lifecycle, agent.contract, thread, rewrite, runtime_context
+        )
+        return rewrite, patch
 
     def announce(
         self,

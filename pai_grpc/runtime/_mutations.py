@@ -28,8 +28,7 @@ from pai_grpc.domain import (
     new_id,
 )
 from pai_grpc.errors import Conflict, FailedPrecondition, InvalidArgument, NotFoundError
-from pai_grpc.lifecycle import RegenerateRewrite
-from pai_grpc.runtime._history import merge_thread_patch, split_at
+from pai_grpc.runtime._history import merge_thread_patch
 from pai_grpc.runtime._records import (
     parts_to_json,
     payload_to_json,
@@ -536,23 +535,15 @@ class Mutations:
                 )
                 result = {"run": _handle_json(handle), "removed": [], "retained": []}
                 return _Attempt(self._queue_run(scope, thread, run), result)
-            retained, removed = await split_at(
-                self.services.store, scope, thread.id, target.position
-            )
-            # prepare_history_rewrite runs on every attempt: a stale-version retry
-            # decides again on fresh state (HR-03); its patches share the write (HR-02).
+            # Prepared on every attempt; its patches share the write (HR-02, HR-03).
             agent = self.services.agents.get(thread.agent)
             runtime_context = await agent.build_runtime_context()
-            rewrite = RegenerateRewrite(
-                target_message_id=target.id,
-                retained_message_ids=tuple(retained),
-                removed_message_ids=tuple(removed),
-                before_version=thread.version,
-            )
             history = self.services.history
-            patch = await history.thread_patch(
-                agent.lifecycle, agent.contract, thread, rewrite, runtime_context
+            rewrite, patch = await history.regeneration(
+                self.services.store, agent, thread, target, runtime_context
             )
+            retained = list(rewrite.retained_message_ids)
+            removed = list(rewrite.removed_message_ids)
             run = NewRun(
                 id=run_id,
                 status="queued",

@@ -76,6 +76,7 @@ from pai_grpc.lifecycle import (
     UiDataWriter,
     apply_patch,
     instructions_of,
+    missing_text_id,
     response_chunks,
 )
 from pai_grpc.lifecycle._errors import FacadeClosed
@@ -92,7 +93,6 @@ from storage import NotFound as StorageNotFound
 _MODEL_MESSAGES = (SystemModelMessage, UserModelMessage, AssistantModelMessage, ToolModelMessage)
 #: Chunk types a transform may not emit: run framing, and data (only through ui_data).
 _FRAMING = frozenset({"start", "finish", "start-step", "data"})
-_TEXT = frozenset({"text-start", "text-delta", "text-end"})
 
 
 @dataclass
@@ -730,10 +730,8 @@ def _check_chunk(chunk: Any) -> None:
             else f"{kind} chunks are emitted by the runtime"
         )
         raise InvalidDecision("transform_step_stream", "transform_step_stream", detail)
-    if kind in _TEXT and not getattr(chunk, "id", None):
-        raise InvalidDecision(
-            "transform_step_stream", "transform_step_stream", f"{kind} needs a text id"
-        )
+    if problem := missing_text_id(chunk):
+        raise InvalidDecision("transform_step_stream", "transform_step_stream", problem)
 
 
 async def _iterate(chunks: list[StepStreamChunk]) -> AsyncIterator[StepStreamChunk]:

@@ -289,7 +289,11 @@ async def test_history_rewritten_is_serialised_per_thread_and_outlives_the_reque
                     )
                 )
         # Every request has returned while the facts are still being delivered.
-        await asyncio.sleep(0.05)
+        for _ in range(500):
+            if len(running) == 2:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # room for a second delivery per thread to (wrongly) start
         assert done == []
         assert running == {a: 1, b: 1}  # one at a time per thread, threads in parallel
         release.set()
