@@ -26,6 +26,7 @@
     timeout_ms = 1000                       # per phase (default 1000)
     failure_mode = "closed"                 # closed: the run fails; open: skip the hook
     phases = { transform_step_stream = { timeout_ms = 3000, failure_mode = "open" } }
+                                            # a key a phase leaves unset is the plugin's
     [[agents.assistant.lifecycle]]
     kind = "python"                         # your own AgentLifecycle
     ref = "my_app.hooks:make_guard"         # an instance, a class or a factory
@@ -50,6 +51,10 @@
 
 Without agents, a default agent answers with Claude when ANTHROPIC_API_KEY is
 set and with the clearly labelled offline stand-in otherwise.
+
+The file is validated as a whole by :mod:`pai_grpc._config_file` (unknown keys
+and wrong types are refused there); this module turns the typed tables into
+agents, tools, plugins and the hook host.
 """
 
 from __future__ import annotations
@@ -58,10 +63,20 @@ import importlib
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
-from pydantic import ValidationError
-
+from pai_grpc._config_file import (
+    AgentTable,
+    CompactionHook,
+    ContractTable,
+    LifecycleEntry,
+    ModelFallbackHook,
+    PluginHook,
+    PythonHook,
+    QuotaHook,
+    RecentWindowHook,
+    RedactSecretsHook,
+)
 from pai_grpc.config import ConfigError, Settings
 from pai_grpc.domain import ModelSettings
 from pai_grpc.lifecycle import (
@@ -86,53 +101,31 @@ log = logging.getLogger("pai_grpc")
 DEFAULT_CLAUDE = "anthropic:claude-sonnet-5-5"
 
 
-def _table(raw: Any, where: str) -> dict[str, Any]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where} must be a table")
-    return raw
-
-
 async def _tool_servers(settings: Settings) -> tuple[dict[str, Tool], list[RemoteToolServer]]:
     tools: dict[str, Tool] = {}
     servers: list[RemoteToolServer] = []
-    for name, table in _table(settings.raw.get("tool_servers"), "[tool_servers]").items():
-        table = _table(table, f"[tool_servers.{name}]")
-        address = table.get("address")
-        if not isinstance(address, str) or not address:
-            raise ConfigError(f"[tool_servers.{name}] needs an address")
-        server = RemoteToolServer(name, address, timeout=float(table.get("timeout", 30.0)))
+    for name, table in settings.file.tool_servers.items():
+        server = RemoteToolServer(name, table.address, timeout=table.timeout)
         try:
             listed = await server.connect()
         except RemoteToolError as e:
             raise ConfigError(f"tool server {name!r} is unreachable at start-up: {e}") from e
         servers.append(server)
-        approval = set(table.get("approval", []))
+        approval = set(table.approval)
         for remote in listed:
             remote.approval = remote.name in approval
             tools[remote.name] = remote
-        log.info("tool server %s at %s: %s", name, address, ", ".join(t.name for t in listed))
+        log.info("tool server %s at %s: %s", name, table.address, ", ".join(t.name for t in listed))
     return tools, servers
 
 
 def _declared_tools(settings: Settings) -> dict[str, Tool]:
-    tools: dict[str, Tool] = {}
-    for name, table in _table(settings.raw.get("tools"), "[tools]").items():
-        table = _table(table, f"[tools.{name}]")
-        kind = table.get("kind", "client")
-        if kind != "client":
-            raise ConfigError(
-                f"[tools.{name}] kind {kind!r}: config declares client tools; backend tools "
-                "come from [tool_servers] (any language) or Python"
-            )
-        schema = _table(
-            table.get("input_schema", {"type": "object"}), f"[tools.{name}].input_schema"
+    return {
+        name: client_tool(
+            name, description=table.description, input_schema=dict(table.input_schema)
         )
-        tools[name] = client_tool(
-            name, description=str(table.get("description", "")), input_schema=schema
-        )
-    return tools
+        for name, table in settings.file.tools.items()
+    }
 
 
 class Closable(Protocol):
@@ -141,6 +134,28 @@ class Closable(Protocol):
     async def close(self) -> None:
         """Release it."""
         ...
+
+
+def plugin_config(table: PluginHook) -> PluginConfig:
+    """The adapter's config of a ``kind = "plugin"`` entry.
+
+    A phase override inherits the plugin-level ``timeout_ms`` / ``failure_mode``
+    for every key it leaves unset.
+    """
+    return PluginConfig(
+        address=table.address,
+        name=table.name,
+        timeout=table.timeout_ms / 1000,
+        failure_mode=table.failure_mode,
+        phases={
+            phase: PhasePolicy(
+                timeout=(p.timeout_ms if p.timeout_ms is not None else table.timeout_ms) / 1000,
+                failure_mode=p.failure_mode or table.failure_mode,
+            )
+            for phase, p in table.phases.items()
+        },
+        only=frozenset(table.only) if table.only is not None else None,
+    )
 
 
 @dataclass
@@ -152,38 +167,11 @@ class _Plugins:
     host: HookHost | None = None
     pending: list[tuple[str, RemoteLifecycle]] = field(default_factory=list)
 
-    def plugin(self, agent: str, table: dict[str, Any], where: str) -> RemoteLifecycle:
+    def plugin(self, agent: str, table: PluginHook) -> RemoteLifecycle:
         if self.host is None:
-            conf = _table(self.settings.raw.get("hook_host"), "[hook_host]")
-            unknown = sorted(set(conf) - {"address", "advertise"})
-            if unknown:
-                raise ConfigError(f"[hook_host]: unknown keys {unknown}")
-            self.host = HookHost(
-                str(conf.get("address", "127.0.0.1:0")), advertise=str(conf.get("advertise", ""))
-            )
-        address = table.pop("address", None)
-        if not isinstance(address, str) or not address:
-            raise ConfigError(f"{where}: a plugin needs an address")
-        phases = _table(table.pop("phases", None), f"{where}.phases")
-        only = table.pop("only", None)
-        config = PluginConfig(
-            address=address,
-            name=table.pop("name", None),
-            timeout=float(table.pop("timeout_ms", 1000)) / 1000,
-            failure_mode=table.pop("failure_mode", "closed"),
-            phases={
-                phase: PhasePolicy(
-                    timeout=float(_table(p, f"{where}.phases.{phase}").get("timeout_ms", 1000))
-                    / 1000,
-                    failure_mode=_table(p, f"{where}.phases.{phase}").get("failure_mode", "closed"),
-                )
-                for phase, p in phases.items()
-            },
-            only=frozenset(only) if only is not None else None,
-        )
-        if table:
-            raise ConfigError(f"{where}: unknown keys {sorted(table)}")
-        remote = RemoteLifecycle(config, self.host, registry=self.models)
+            conf = self.settings.file.hook_host
+            self.host = HookHost(conf.address, advertise=conf.advertise)
+        remote = RemoteLifecycle(plugin_config(table), self.host, registry=self.models)
         self.pending.append((agent, remote))
         return remote
 
@@ -206,10 +194,8 @@ async def load_agents(
     agents: list[Agent] = []
     plugins = _Plugins(settings, models)
     try:
-        for name, table in _table(settings.raw.get("agents"), "[agents]").items():
-            agents.append(
-                _agent(name, _table(table, f"[agents.{name}]"), models, available, plugins)
-            )
+        for name, table in settings.file.agents.items():
+            agents.append(_agent(name, table, models, available, plugins))
         if plugins.host is not None:
             servers.append(plugins.host)
         by_name = {a.name: a for a in agents}
@@ -234,9 +220,8 @@ async def load_agents(
             agent.model.model_id,
             f" (tools: {', '.join(t.name for t in agent.tools)})" if agent.tools else "",
         )
-    default = settings.raw.get("default_agent")
     try:
-        registry = AgentRegistry(agents, default=str(default) if default else None)
+        registry = AgentRegistry(agents, default=settings.file.default_agent or None)
     except ValueError as e:
         raise ConfigError(str(e)) from e
     return registry, servers
@@ -244,105 +229,87 @@ async def load_agents(
 
 def _agent(
     name: str,
-    table: dict[str, Any],
+    table: AgentTable,
     models: ModelRegistry,
     available: dict[str, Tool],
     plugins: _Plugins,
 ) -> Agent:
     try:
-        model = models.resolve(str(table.get("model", "offline")))
+        model = models.resolve(table.model)
     except UnknownModel as e:
         raise ConfigError(f"[agents.{name}] model: {e}") from e
-    wanted = table.get("tools", [])
-    if not isinstance(wanted, list):
-        raise ConfigError(f"[agents.{name}] tools must be a list of tool names")
-    missing = [t for t in wanted if t not in available]
+    missing = [t for t in table.tools if t not in available]
     if missing:
         raise ConfigError(f"[agents.{name}] unknown tools: {', '.join(missing)}")
-    try:
-        model_settings = ModelSettings.model_validate(
-            _table(table.get("model_settings"), f"[agents.{name}].model_settings")
-        )
-    except ValidationError as e:
-        raise ConfigError(f"[agents.{name}].model_settings: {e}") from e
     return Agent(
         name=name,
         model=model,
-        lifecycle=_lifecycle(name, table.get("lifecycle"), models, plugins),
-        contract=_contract(name, table.get("contract")),
-        instructions=str(table.get("instructions", "")),
-        max_steps=int(table.get("max_steps", 8)),
-        model_settings=model_settings,
-        provider_options=_table(table.get("provider_options"), f"[agents.{name}].provider_options"),
-        tools=[available[t] for t in wanted],
+        lifecycle=_lifecycle(name, table.lifecycle, models, plugins),
+        contract=_contract(name, table.contract),
+        instructions=table.instructions,
+        max_steps=table.max_steps,
+        model_settings=ModelSettings.model_validate(
+            table.model_settings.model_dump(exclude_unset=True)
+        ),
+        provider_options=dict(table.provider_options),
+        tools=[available[t] for t in table.tools],
     )
 
 
-def _contract(agent: str, raw: Any) -> AgentContract:
+def _contract(agent: str, table: ContractTable) -> AgentContract:
     try:
-        return contract_from_config(_table(raw, f"[agents.{agent}.contract]"))
+        return contract_from_config(table.model_dump(exclude_unset=True))
     except (ValueError, TypeError) as e:
         raise ConfigError(f"[agents.{agent}.contract]: {e}") from e
 
 
 def _lifecycle(
-    agent: str, raw: Any, models: ModelRegistry, plugins: _Plugins
+    agent: str, entries: list[LifecycleEntry], models: ModelRegistry, plugins: _Plugins
 ) -> AgentLifecycle | None:
     """The agent's hooks from ``[[agents.<name>.lifecycle]]`` entries, composed in order."""
-    if raw is None:
-        return None
-    if not isinstance(raw, list):
-        raise ConfigError(f"[agents.{agent}] lifecycle must be an array of tables")
     parts: list[AgentLifecycle] = []
-    for i, entry in enumerate(raw):
-        where = f"[[agents.{agent}.lifecycle]] #{i + 1}"
-        table = dict(_table(entry, where))
-        kind = table.pop("kind", None)
+    for i, entry in enumerate(entries):
+        where = f"[[agents.{agent}.lifecycle]] #{i + 1} ({entry.kind})"
         try:
-            if kind == "plugin":
-                parts.append(plugins.plugin(agent, table, where))
+            if isinstance(entry, PluginHook):
+                parts.append(plugins.plugin(agent, entry))
             else:
-                parts.append(_hook(kind, table, models, where))
+                parts.append(_hook(entry, models, where))
         except ConfigError:
             raise
         except (TypeError, ValueError, UnknownModel, PluginConfigError) as e:
-            raise ConfigError(f"{where} ({kind}): {e}") from e
+            raise ConfigError(f"{where}: {e}") from e
     return compose_lifecycle(*parts) if parts else None
 
 
-def _hook(kind: Any, table: dict[str, Any], models: ModelRegistry, where: str) -> AgentLifecycle:
-    match kind:
-        case "recent_window":
-            return RecentWindow(**table)
-        case "redact_secrets":
-            return RedactSecrets(**table)
-        case "quota":
-            return Quota(**table)
-        case "model_fallback":
-            return ModelFallback(models.resolve(str(table.pop("model", ""))), **table)
-        case "compaction":
-            return ContextCompactor(models.resolve(str(table.pop("model", "offline"))), **table)
-        case "python":
-            return _python_hook(table, where)
-    raise ConfigError(
-        f"{where}: unknown kind {kind!r}; use plugin, quota, recent_window, compaction, "
-        "redact_secrets, model_fallback or python"
-    )
+def _hook(entry: LifecycleEntry, models: ModelRegistry, where: str) -> AgentLifecycle:
+    # Only the keys the file sets: the built-ins' own defaults apply to the rest.
+    options = entry.model_dump(exclude_unset=True, exclude={"kind", "model"})
+    match entry:
+        case RecentWindowHook():
+            return RecentWindow(**options)
+        case RedactSecretsHook():
+            return RedactSecrets(**options)
+        case QuotaHook():
+            return Quota(**options)
+        case ModelFallbackHook():
+            return ModelFallback(models.resolve(entry.model), **options)
+        case CompactionHook():
+            return ContextCompactor(models.resolve(entry.model), **options)
+        case PythonHook():
+            return _python_hook(entry, where)
+    raise ConfigError(f"{where}: not a built-in hook")
 
 
-def _python_hook(table: dict[str, Any], where: str) -> AgentLifecycle:
-    ref = table.get("ref")
-    if not isinstance(ref, str) or ":" not in ref:
-        raise ConfigError(f"{where}: ref must be 'module:attribute'")
-    module_name, _, attr = ref.partition(":")
+def _python_hook(entry: PythonHook, where: str) -> AgentLifecycle:
+    module_name, _, attr = entry.ref.partition(":")
     try:
         target = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as e:
-        raise ConfigError(f"{where}: cannot load {ref!r}: {e}") from e
-    options = _table(table.get("options"), f"{where}.options")
-    hook = target if isinstance(target, AgentLifecycle) else target(**options)
+        raise ConfigError(f"{where}: cannot load {entry.ref!r}: {e}") from e
+    hook = target if isinstance(target, AgentLifecycle) else target(**entry.options)
     if not isinstance(hook, AgentLifecycle):
-        raise ConfigError(f"{where}: {ref!r} did not give an AgentLifecycle")
+        raise ConfigError(f"{where}: {entry.ref!r} did not give an AgentLifecycle")
     return hook
 
 

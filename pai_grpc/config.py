@@ -2,19 +2,35 @@
 
 from __future__ import annotations
 
+import argparse
 import os
-import tomllib
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pai_grpc._config_file import (
+    REFERENCE_END,
+    REFERENCE_START,
+    ConfigError,
+    ConfigFile,
+    config_reference,
+    load_config_file,
+)
 from storage import DEFAULT_DATABASE_URL
 
+__all__ = [
+    "DEFAULT_ADDRESS",
+    "REFERENCE_END",
+    "REFERENCE_START",
+    "ConfigError",
+    "ConfigFile",
+    "Settings",
+    "config_reference",
+]
+
 DEFAULT_ADDRESS = "127.0.0.1:50051"
-
-
-class ConfigError(Exception):
-    """The configuration is invalid; the message says where and why."""
 
 
 @dataclass
@@ -32,6 +48,11 @@ class Settings:
         offline_chunk_delay: Pause between words of the offline stand-in model.
         tokens: Bearer token -> scope (empty: local dev mode, one default scope).
         admin_tokens: Bearer token -> scope for AdminService.
+        run_event_buffer_bytes: Bytes of live events kept in memory per
+            executing run for StreamRun.
+        context_cache_bytes: Total bytes of the per-thread context cache.
+        file: The validated config file (agents, tools, tool servers, hook
+            host); empty without ``config_path``.
     """
 
     address: str = DEFAULT_ADDRESS
@@ -44,7 +65,9 @@ class Settings:
     offline_chunk_delay: float = 0.02
     tokens: dict[str, str] = field(default_factory=dict)
     admin_tokens: dict[str, str] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
+    run_event_buffer_bytes: int = 1_048_576
+    context_cache_bytes: int = 67_108_864
+    file: ConfigFile = field(default_factory=ConfigFile)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
@@ -65,34 +88,56 @@ class Settings:
         return settings
 
     def load_file(self, path: Path) -> None:
-        """Read the TOML config file (scopes and tokens now; agents, tools, plugins later)."""
+        """Read and validate the TOML config file; keys it sets override these settings.
+
+        Raises:
+            ConfigError: The file is missing, not TOML, or has an unknown key or
+                a value of the wrong type (the message names file, table and key).
+        """
+        config = load_config_file(path)
+        self.file = config
+        self.tokens.update(config.auth.tokens)
+        self.admin_tokens.update(config.auth.admin_tokens)
+        # Only what the file sets: unset keys keep defaults and explicit overrides.
+        for table, names in (
+            (config.runner, {"concurrency": "runner_concurrency"}),
+            (config.offline, {"chunk_delay": "offline_chunk_delay"}),
+            (config.memory, {}),
+        ):
+            for key in table.model_fields_set:
+                setattr(self, names.get(key, key), getattr(table, key))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m pai_grpc.config --reference [--write README.md]``."""
+    p = argparse.ArgumentParser(prog="python -m pai_grpc.config", description=__doc__)
+    p.add_argument("--reference", action="store_true", help="print the config file reference")
+    p.add_argument("--write", metavar="FILE", help="replace the reference block in FILE")
+    p.add_argument("--check", metavar="FILE", help="validate a config file")
+    ns = p.parse_args(argv)
+    if ns.check:
         try:
-            raw = tomllib.loads(path.read_text())
-        except FileNotFoundError as e:
-            raise ConfigError(f"config file {path} does not exist") from e
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"config file {path}: {e}") from e
-        self.raw = raw
-        auth = raw.get("auth", {})
-        if not isinstance(auth, dict):
-            raise ConfigError(f"{path}: [auth] must be a table")
-        for key, target in (("tokens", self.tokens), ("admin_tokens", self.admin_tokens)):
-            table = auth.get(key, {})
-            if not isinstance(table, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) and v for k, v in table.items()
-            ):
-                raise ConfigError(f"{path}: [auth.{key}] maps token strings to scope names")
-            target.update(table)
-        runner = raw.get("runner", {})
-        if not isinstance(runner, dict):
-            raise ConfigError(f"{path}: [runner] must be a table")
-        try:
-            self.runner_concurrency = int(runner.get("concurrency", self.runner_concurrency))
-            self.lease_seconds = float(runner.get("lease_seconds", self.lease_seconds))
-            self.grace_seconds = float(runner.get("grace_seconds", self.grace_seconds))
-            offline = raw.get("offline", {})
-            self.offline_chunk_delay = float(offline.get("chunk_delay", self.offline_chunk_delay))
-        except (TypeError, ValueError, AttributeError) as e:
-            raise ConfigError(f"{path}: [runner]/[offline] values must be numbers: {e}") from e
-        if self.lease_seconds <= 0 or self.runner_concurrency <= 0:
-            raise ConfigError(f"{path}: lease_seconds and concurrency must be positive")
+            load_config_file(Path(ns.check))
+        except ConfigError as e:
+            print(e, file=sys.stderr)
+            return 2
+        return 0
+    if not ns.reference:
+        p.error("nothing to do: pass --reference or --check FILE")
+    reference = config_reference()
+    if not ns.write:
+        sys.stdout.write(reference)
+        return 0
+    target = Path(ns.write)
+    text = target.read_text()
+    if REFERENCE_START not in text or REFERENCE_END not in text:
+        print(f"{target}: no {REFERENCE_START} ... {REFERENCE_END} block", file=sys.stderr)
+        return 2
+    head, rest = text.split(REFERENCE_START, 1)
+    tail = rest.split(REFERENCE_END, 1)[1]
+    target.write_text(f"{head}{REFERENCE_START}\n{reference}{REFERENCE_END}{tail}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

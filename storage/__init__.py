@@ -12,6 +12,7 @@ from storage._provider import MAX_PAGE_SIZE, DuplicateRequest, Store
 from storage._records import (
     NOW,
     PROMOTE_NEXT,
+    SEQ_BLOCK,
     UNSET,
     ClaimedRun,
     CommitResult,
@@ -35,7 +36,7 @@ from storage._records import (
     ThreadRecord,
     WriteSet,
 )
-from storage._retry import retry_on_conflict
+from storage._retry import patient, retry_on_conflict
 from storage.errors import (
     InvalidJson,
     InvalidPageToken,
@@ -44,6 +45,7 @@ from storage.errors import (
     SchemaMismatch,
     StateConflict,
     StorageError,
+    Unavailable,
     VersionConflict,
 )
 
@@ -52,6 +54,7 @@ __all__ = [
     "MAX_PAGE_SIZE",
     "NOW",
     "PROMOTE_NEXT",
+    "SEQ_BLOCK",
     "UNSET",
     "ClaimedRun",
     "CommitResult",
@@ -86,6 +89,7 @@ __all__ = [
     "Store",
     "ThreadPatch",
     "ThreadRecord",
+    "Unavailable",
     "VersionConflict",
     "WriteSet",
     "check_schema",
@@ -95,6 +99,7 @@ __all__ = [
     "downgrade",
     "head_revision",
     "normalize_url",
+    "patient",
     "retry_on_conflict",
     "strict_object",
     "upgrade",

@@ -10,12 +10,16 @@ transaction instead of one per statement is what makes the embedded store
 fast (a per-statement async driver paid ~0.3 ms per statement here).
 
 PostgreSQL (production): one asyncpg pool; the same synchronous SQL runs
-through ``AsyncConnection.run_sync``.
+through ``AsyncConnection.run_sync``. A database that cannot be reached
+raises :class:`~storage.errors.Unavailable` (retryable), or is waited out
+inside :func:`~storage.patient` blocks; listeners of
+:meth:`Engines.on_availability` learn when it goes away and comes back.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +29,12 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from storage._json import load_stored_json
+from storage._retry import is_outage, is_patient, outage_delay
+from storage.errors import Unavailable
+
+log = logging.getLogger("storage.engine")
 
 DEFAULT_DATABASE_URL = "sqlite:///./pai.db"
 SQLITE_BUSY_TIMEOUT_MS = 10_000
@@ -52,6 +62,8 @@ def _sqlite_engine(url: URL, *, immediate: bool, pool_size: int) -> Engine:
         # Transactions always end explicitly; skip the extra ROLLBACK on check-in.
         pool_reset_on_return=None,
         connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
+        # Reads never fail on a stored number (see load_stored_json).
+        json_deserializer=load_stored_json,
     )
 
     @event.listens_for(engine, "connect")
@@ -101,12 +113,56 @@ class Engines:
         self._readers = (
             ThreadPoolExecutor(readers, thread_name_prefix="sqlite-reader") if sync_read else None
         )
+        #: Whether the last attempt to reach the database succeeded.
+        self.available = True
+        self._availability: list[Callable[[bool], None]] = []
+
+    def on_availability(self, callback: Callable[[bool], None]) -> None:
+        """Call ``callback(available)`` whenever the database goes away or comes back."""
+        self._availability.append(callback)
+
+    def _set_available(self, available: bool) -> None:
+        if available == self.available:
+            return
+        self.available = available
+        if available:
+            log.info("the database is reachable again")
+        for callback in self._availability:
+            try:
+                callback(available)
+            except Exception:
+                log.exception("availability callback failed")
+
+    async def _postgres(self, fn: Callable[[Connection], T], *, write: bool) -> T:
+        """One transaction on the pool, translating (or waiting out) an outage."""
+        assert self._async is not None
+        attempt = 0
+        while True:
+            committing = False
+            try:
+                async with self._async.connect() as conn, conn.begin():
+                    result = await conn.run_sync(fn)
+                    committing = write
+            except Exception as e:
+                if not is_outage(e):
+                    raise
+                if self.available:
+                    log.warning("the database is unreachable: %s", _describe(e))
+                self._set_available(False)
+                # Nothing was written unless the connection died during COMMIT:
+                # only then is repeating the transaction unsafe.
+                if committing or not is_patient():
+                    raise Unavailable(_describe(e), ambiguous=committing) from e
+                await asyncio.sleep(outage_delay(attempt))
+                attempt += 1
+                continue
+            self._set_available(True)
+            return result
 
     async def write(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` in one write transaction (committed unless it raises)."""
         if self._async is not None:
-            async with self._async.connect() as conn, conn.begin():
-                return await conn.run_sync(fn)
+            return await self._postgres(fn, write=True)
         assert self._writer is not None
         return await asyncio.get_running_loop().run_in_executor(
             self._writer, self._in_thread, self._sync_write, fn
@@ -155,8 +211,7 @@ class Engines:
         to the reader threads so they never stall the event loop.
         """
         if self._async is not None:
-            async with self._async.connect() as conn, conn.begin():
-                return await conn.run_sync(fn)
+            return await self._postgres(fn, write=False)
         if not heavy:
             return self._in_thread(self._sync_read, fn)
         assert self._readers is not None
@@ -208,6 +263,11 @@ class Engines:
         return self.url.render_as_string(hide_password=True)
 
 
+def _describe(e: BaseException) -> str:
+    cause = getattr(e, "orig", None) or e
+    return f"{type(cause).__name__}: {cause}".splitlines()[0][:200]
+
+
 def create_engines(raw_url: str, *, pool_size: int = 10, schema: str | None = None) -> Engines:
     """Create the engines for ``raw_url``.
 
@@ -246,5 +306,7 @@ def create_engines(raw_url: str, *, pool_size: int = 10, schema: str | None = No
         max_overflow=pool_size,
         pool_pre_ping=True,
         connect_args=connect_args,
+        # jsonb prints integral doubles without a fraction: read them back as doubles.
+        json_deserializer=load_stored_json,
     )
     return Engines(dialect="postgresql", url=url, schema=schema, async_engine=engine)

@@ -1,12 +1,21 @@
 """Strict JSON: the only values a provider will write.
 
-Rejects NaN and infinities, bytes, non-string object keys, tuples, sets and
-every other non-JSON Python value *before* anything reaches the database,
-so a rejected write set never half-applies.
+Rejects NaN and infinities, integers outside ``±(2**53 - 1)``, strings
+holding U+0000 or lone surrogates, bytes, non-string object keys, tuples,
+sets and every other non-JSON Python value *before* anything reaches the
+database, so a rejected write set never half-applies and both backends
+accept exactly the same values.
+
+Numbers are IEEE doubles on the wire (``google.protobuf.Value``); a finite
+double of any magnitude is valid. PostgreSQL's ``jsonb`` prints an integral
+double such as ``1e16`` as ``10000000000000000``, so :func:`load_stored_json`
+reads integers beyond the safe range back as the doubles they were. It also
+never fails on values an older release may have stored (see there).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from typing import TypeAlias
 
@@ -18,28 +27,33 @@ JsonObject: TypeAlias = "dict[str, JsonValue]"
 #: Integers beyond this cannot survive a round trip through JSON numbers in
 #: other languages (or google.protobuf.Value), so they are rejected.
 MAX_SAFE_INTEGER = 2**53 - 1
-#: Each JSON level is two protobuf levels in google.protobuf.Value, and protobuf
-#: parsers stop at 100; keep room for the messages that wrap a value.
+#: Each JSON level is three protobuf levels in google.protobuf.Value (Value ->
+#: Struct/ListValue -> map entry or repeated Value), and protobuf parsers stop
+#: at about 100 levels: 32 JSON levels are 96 protobuf levels, leaving room
+#: for the request message that holds the value. (A request nesting 35 objects
+#: cannot even be decoded; the server answers it MALFORMED_REQUEST.)
 MAX_DEPTH = 32
 
 
-def check_strict_json(value: object, *, path: str = "$") -> None:
+def check_strict_json(value: object, *, path: str = "$", allow_nul: bool = False) -> None:
     """Raise :class:`InvalidJson` unless ``value`` is strict JSON.
 
     Args:
         value: The value to check.
         path: JSONPath-like location used in the error message.
+        allow_nul: Accept U+0000 in strings: for values that only travel
+            (the wire carries it); nothing holding it can be stored.
     """
-    _check(value, path, 0)
+    _check(value, path, 0, not allow_nul)
 
 
-def _check(value: object, path: str, depth: int) -> None:
+def _check(value: object, path: str, depth: int, no_nul: bool) -> None:
     if depth > MAX_DEPTH:
         raise InvalidJson(path, f"nested deeper than {MAX_DEPTH} levels")
     if value is None or isinstance(value, bool):
         return
     if isinstance(value, str):
-        _check_text(value, path)
+        _check_text(value, path, no_nul)
         return
     if isinstance(value, int):
         if abs(value) > MAX_SAFE_INTEGER:
@@ -51,19 +65,22 @@ def _check(value: object, path: str, depth: int) -> None:
         return
     if isinstance(value, list):
         for i, item in enumerate(value):
-            _check(item, f"{path}[{i}]", depth + 1)
+            _check(item, f"{path}[{i}]", depth + 1, no_nul)
         return
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InvalidJson(path, f"object key {key!r} is not a string")
-            _check_text(key, path)
-            _check(item, f"{path}.{key}", depth + 1)
+            _check_text(key, path, no_nul)
+            _check(item, f"{path}.{key}", depth + 1, no_nul)
         return
     raise InvalidJson(path, f"{type(value).__name__} is not a JSON value")
 
 
-def _check_text(value: str, path: str) -> None:
+def _check_text(value: str, path: str, no_nul: bool) -> None:
+    # PostgreSQL text and jsonb cannot hold U+0000; reject it on every backend alike.
+    if no_nul and "\x00" in value:
+        raise InvalidJson(path, "string contains U+0000 (NUL)")
     # Lone surrogates are valid Python but not UTF-8: no database or wire can carry them.
     if not value.isascii():
         try:
@@ -77,4 +94,54 @@ def strict_object(value: object, *, path: str = "$") -> JsonObject:
     if not isinstance(value, dict):
         raise InvalidJson(path, "expected a JSON object")
     check_strict_json(value, path=path)
+    return value
+
+
+def _stored_int(text: str) -> int | float | str:
+    value = int(text)
+    if abs(value) <= MAX_SAFE_INTEGER:
+        return value
+    # Only a double can have produced it (integers this large are never written).
+    return _stored_float(text)
+
+
+def _stored_float(text: str) -> float | str:
+    value = float(text)
+    # Beyond the double range: keep the digits rather than fail the whole read.
+    return value if math.isfinite(value) else text
+
+
+def _stored_constant(text: str) -> str:
+    # NaN / Infinity written by an older release: degrade to the token's text.
+    return text
+
+
+def load_stored_json(text: str | bytes) -> JsonValue:
+    """Parse JSON read from the database; never fails on a number it holds.
+
+    Integers outside ``±(2**53 - 1)`` come back as doubles (``jsonb`` prints
+    integral doubles without a fraction), and numbers no double can hold
+    (``1e400``, ``NaN``) come back as their text, so one bad row written by an
+    older release degrades to a visible value instead of failing every read
+    that touches it. Used as the engines' ``json_deserializer``.
+    """
+    value: JsonValue = json.loads(
+        text,
+        parse_int=_stored_int,
+        parse_float=_stored_float,
+        parse_constant=_stored_constant,
+    )
+    # U+0000 is only ever stored escaped; SQLite accepted it before it was rejected.
+    if "\\u0000" in (text if isinstance(text, str) else text.decode("utf-8", "replace")):
+        value = _without_nul(value)
+    return value
+
+
+def _without_nul(value: JsonValue) -> JsonValue:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, list):
+        return [_without_nul(item) for item in value]
+    if isinstance(value, dict):
+        return {k.replace("\x00", "\ufffd"): _without_nul(v) for k, v in value.items()}
     return value

@@ -76,7 +76,8 @@ class Listener:
             except Exception as e:
                 log.warning("notification connection failed (%s); retrying in %.1fs", e, delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                # Capped low: until it reconnects, cross-process wake-ups fall back to polling.
+                delay = min(delay * 2, 2.0)
             finally:
                 if conn is not None and not conn.is_closed():
                     with contextlib.suppress(Exception):

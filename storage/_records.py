@@ -37,6 +37,10 @@ NOW = _Sentinel("NOW")
 #: Make the thread's next queued run active (or leave the thread idle).
 PROMOTE_NEXT = _Sentinel("PROMOTE_NEXT")
 
+#: Sequence numbers reserved at a time: by the claim that starts an execution,
+#: and past the last event by every write of events (so live publication rarely waits).
+SEQ_BLOCK = 1024
+
 Unset = _Sentinel
 
 
@@ -118,6 +122,8 @@ class RunRecord:
     updated_at: datetime
     ended_at: datetime | None
     cancel_requested_at: datetime | None
+    #: The durable sequence reservation: executions publish live only up to it.
+    reserved_seq: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +140,16 @@ class ClaimedRun:
 
     run: RunRecord
     lease: Lease
+
+    @property
+    def first_seq(self) -> int:
+        """The first sequence number this execution uses.
+
+        The claim raised ``reserved_seq`` by :data:`SEQ_BLOCK` above every
+        number an earlier execution may have published, so this is one past
+        them: after a lost execution the log may skip numbers, never reuse one.
+        """
+        return self.run.reserved_seq - SEQ_BLOCK + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +297,8 @@ class RunPatch:
     error: JsonObject | None | _Sentinel = UNSET
     hook_failures: list[JsonValue] | _Sentinel = UNSET
     last_seq: int | _Sentinel = UNSET
+    #: The sequence reservation (see :attr:`RunRecord.reserved_seq`); never below last_seq.
+    reserved_seq: int | _Sentinel = UNSET
     ended_at: datetime | None | _Sentinel = UNSET
     #: Ask the lease holder to cancel (it stops its episode and writes the cancellation).
     cancel_requested_at: datetime | _Sentinel = UNSET

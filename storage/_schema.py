@@ -107,6 +107,10 @@ runs = Table(
     # Incremented by every claim, so a stale owner with the same name is still fenced.
     Column("lease_epoch", BigInteger, nullable=False),
     Column("last_seq", BigInteger, nullable=False),
+    # Sequence numbers up to here may have been published live by an execution
+    # (always >= last_seq); a new execution starts above it, so a recovered
+    # attempt never reuses a number a lost process showed to readers.
+    Column("reserved_seq", BigInteger, nullable=False, server_default="0"),
     Column("created_at", Ts, nullable=False),
     Column("updated_at", Ts, nullable=False),
     Column("ended_at", Ts, nullable=True),

@@ -32,10 +32,11 @@ from sqlalchemy import (
 )
 
 from storage._json import JsonValue, check_strict_json
-from storage._pages import decode_page_token, encode_page_token
+from storage._pages import decode_position_cursor, decode_time_id_cursor, encode_page_token
 from storage._records import (
     NOW,
     PROMOTE_NEXT,
+    SEQ_BLOCK,
     UNSET,
     ClaimedRun,
     CommitResult,
@@ -64,7 +65,7 @@ from storage._rows import (
     view_conditions,
 )
 from storage._schema import idempotency_keys, messages, pending_actions, run_events, runs, threads
-from storage.errors import InvalidPageToken, LeaseLost, NotFound, StateConflict, VersionConflict
+from storage.errors import LeaseLost, NotFound, StateConflict, VersionConflict
 
 ACTIVE_RUN_STATUSES = ("queued", "running")
 _RUN_FIELDS = (
@@ -82,6 +83,7 @@ _RUN_FIELDS = (
     "error",
     "hook_failures",
     "last_seq",
+    "reserved_seq",
     "ended_at",
     "cancel_requested_at",
 )
@@ -164,14 +166,11 @@ class Sql:
         query: dict[str, JsonValue] = {"op": "threads", "scope": scope}
         stmt = select(threads).where(threads.c.scope == scope)
         if page_token:
-            cursor = decode_page_token(page_token, query)
-            if not (isinstance(cursor, list) and len(cursor) == 2):
-                raise InvalidPageToken("page token is malformed")
-            created = datetime.fromisoformat(str(cursor[0]))
+            created, after_id = decode_time_id_cursor(page_token, query)
             stmt = stmt.where(
                 or_(
                     threads.c.created_at < created,
-                    and_(threads.c.created_at == created, threads.c.id < str(cursor[1])),
+                    and_(threads.c.created_at == created, threads.c.id < after_id),
                 )
             )
         limit = page_limit(limit)
@@ -209,9 +208,7 @@ class Sql:
             "before": before_message_id,
             "through": through_position,
         }
-        cursor = decode_page_token(page_token, query) if page_token else None
-        if cursor is not None and not isinstance(cursor, int):
-            raise InvalidPageToken("page token is malformed")
+        cursor = decode_position_cursor(page_token, query)
         limit = page_limit(limit)
         self._require_thread(conn, scope, thread_id)
         conds: list[ColumnElement[bool]] = [messages.c.thread_id == thread_id]
@@ -305,9 +302,7 @@ class Sql:
     ) -> Page[RunRecord]:
         """The thread's runs, newest first."""
         query: dict[str, JsonValue] = {"op": "runs", "thread": thread_id}
-        cursor = decode_page_token(page_token, query) if page_token else None
-        if cursor is not None and not isinstance(cursor, int):
-            raise InvalidPageToken("page token is malformed")
+        cursor = decode_position_cursor(page_token, query)
         limit = page_limit(limit)
         self._require_thread(conn, scope, thread_id)
         stmt = select(runs).where(runs.c.thread_id == thread_id, runs.c.scope == scope)
@@ -658,6 +653,8 @@ class Sql:
                 else None,
                 lease_epoch=1 if new.lease_owner else 0,
                 last_seq=0,
+                # Taken at once by a runner: its first block of sequence numbers.
+                reserved_seq=SEQ_BLOCK if new.lease_owner else 0,
                 created_at=now,
                 updated_at=now,
                 ended_at=None,
@@ -898,6 +895,12 @@ class Sql:
                 lease_epoch=runs.c.lease_epoch + 1,
                 lease_expires_at=bindparam("p_expires", type_=runs.c.lease_expires_at.type),
                 attempts=runs.c.attempts + 1,
+                # A block above every number a previous execution may have published.
+                reserved_seq=case(
+                    (runs.c.reserved_seq > runs.c.last_seq, runs.c.reserved_seq),
+                    else_=runs.c.last_seq,
+                )
+                + SEQ_BLOCK,
                 status="running",
                 started_at=func.coalesce(runs.c.started_at, now),
                 execution_started_at=now,

@@ -9,7 +9,8 @@ Hierarchy::
     ├── StateConflict       a child record is not in the expected state (e.g. resolved twice)
     ├── InvalidJson         a value is not strict JSON; nothing was written
     ├── InvalidPageToken    a page token is malformed or was minted for another query
-    └── SchemaMismatch      the database is not migrated to this code's schema head
+    ├── SchemaMismatch      the database is not migrated to this code's schema head
+    └── Unavailable         the database cannot be reached (retryable)
 """
 
 from __future__ import annotations
@@ -71,3 +72,17 @@ class InvalidPageToken(StorageError):
 
 class SchemaMismatch(StorageError):
     """The database schema is not at this code's migration head."""
+
+
+class Unavailable(StorageError):
+    """The database cannot be reached right now (refused, dropped, shutting down).
+
+    ``ambiguous`` is set when the connection failed while committing: the
+    write may or may not have landed, so it must not simply be applied again.
+    Otherwise nothing was written and the same work may be retried.
+    """
+
+    def __init__(self, detail: str, *, ambiguous: bool = False) -> None:
+        super().__init__(f"the database is unavailable: {detail}")
+        self.detail = detail
+        self.ambiguous = ambiguous

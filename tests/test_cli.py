@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,14 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import free_port
+
 pytestmark = pytest.mark.slow
 EXE = [sys.executable, "-m", "pai_grpc.cli"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def run(*args: str, env: dict[str, str], timeout: float = 30) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pai_grpc.bench import _hooks, _provider, _runs, _storage
+from pai_grpc.bench import _hooks, _memory, _provider, _runs, _storage
 from pai_grpc.bench._common import Report, postgres_reachable
 
 SECTIONS = {
@@ -21,6 +21,7 @@ SECTIONS = {
     "runs": _runs.run,
     "provider": _provider.run,
     "hooks": _hooks.run,
+    "memory": _memory.run,
 }
 
 

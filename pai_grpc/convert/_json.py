@@ -9,7 +9,8 @@ back gives an ``int`` when the double is integral and within
 ``float``. Both directions reject non-strict JSON (NaN, infinities,
 non-string keys, non-JSON Python values, nesting deeper than
 :data:`storage._json.MAX_DEPTH`) with :class:`ValueError`; the underlying
-:class:`storage.errors.InvalidJson` is chained as ``__cause__``.
+:class:`storage.errors.InvalidJson` is chained as ``__cause__``. Strings
+holding U+0000 convert (protobuf carries them); storage rejects them.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ from storage.errors import InvalidJson
 
 def _check(value: object, path: str) -> None:
     try:
-        check_strict_json(value, path=path)
+        # The wire carries U+0000; whether it may be stored is decided where
+        # values are validated and written (see storage._json).
+        check_strict_json(value, path=path, allow_nul=True)
     except InvalidJson as exc:
         raise ValueError(f"not strict JSON: {exc}") from exc
 

@@ -9,7 +9,8 @@ import time
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _PREFIXES = ("thr", "msg", "run", "act", "stp")
-_PATTERN = {p: re.compile(rf"^{p}_[0-9A-HJKMNP-TV-Z]{{26}}$") for p in _PREFIXES}
+#: Used with fullmatch: `$` alone would also accept a trailing newline.
+_PATTERN = {p: re.compile(rf"{p}_[0-9A-HJKMNP-TV-Z]{{26}}") for p in _PREFIXES}
 
 _lock = threading.Lock()
 _last_ms = -1
@@ -48,4 +49,4 @@ def new_id(prefix: str) -> str:
 def is_valid_id(prefix: str, value: str) -> bool:
     """Whether ``value`` is a well-formed id of the given kind."""
     pattern = _PATTERN.get(prefix)
-    return bool(pattern and pattern.match(value))
+    return bool(pattern and pattern.fullmatch(value))

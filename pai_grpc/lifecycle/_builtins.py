@@ -141,7 +141,9 @@ class ModelFallback(AgentLifecycle):
 
     Setup failures (``next()`` raising) and an error as the very first chunk
     are retried once on the fallback route; errors after output has started
-    pass through, since emitted chunks cannot be unsent.
+    pass through, since emitted chunks cannot be unsent. The fallback
+    attempt's result is returned unchanged, so transform_step_stream and
+    after_step see the fallback route as the step's effective request.
     """
 
     def __init__(

@@ -102,6 +102,9 @@ class TransformStepStreamInput(LifecycleBase):
 
     step: StepInfo | None = None
     stream: AsyncIterator[StepStreamChunk] | None = None
+    #: The request of the attempt whose stream is transformed, as the provider
+    #: received it: after around_model_call patches and reasoning pruning. (For a
+    #: hook-authored response, the step's request; nothing was sent.)
     input: ModelStepRequest | None = None
     ui_data: UiDataWriter | None = None
     #: abort(StepAbort): stop the step deliberately (raises; never returns).
@@ -169,6 +172,13 @@ class AfterStepInput(LifecycleBase):
     """after_step: after the step is assembled, before its transition commits."""
 
     step: StepSummary | None = None
+    #: The effective request of the completed provider call, as the provider
+    #: received it: after every around_model_call patch (model, instructions,
+    #: settings, tools, messages) and reasoning pruning, so completion policy,
+    #: cost accounting and telemetry see the route actually taken (ModelFallback
+    #: included). The attempt is the one whose stream around_model_call returned;
+    #: a newly wrapped stream after several attempts reports the latest attempt
+    #: with its tools narrowed to those every attempt advertised (TV-05).
     request: ModelStepRequest | None = None
 
 

@@ -100,13 +100,27 @@ class AgentLifecycle:
     async def around_model_call(
         self, request: ModelStepRequest, next: ModelCallNext
     ) -> ModelStepStreamResult:
-        """Wrap one model provider call."""
+        """Wrap one model provider call.
+
+        ``next()`` keeps the request; ``next(patch)`` takes a sparse
+        :class:`ModelCallPatch`, a plain :class:`ModelStepPatch` or a dict
+        (runtime-owned fields are rejected). Return one attempt's result
+        unchanged (or its stream in a new result) and that attempt's request
+        is the step's effective request and its tool list decides what may
+        execute; a newly wrapped stream after several successful next() calls
+        cannot be traced, so only tools every attempt advertised may execute.
+        """
         return await next()
 
     def transform_step_stream(
         self, input: TransformStepStreamInput
     ) -> AsyncIterator[StepStreamChunk]:
-        """Transform the step stream; the result is canonical output."""
+        """Transform the step stream; the result is canonical output.
+
+        ``input.input`` is the request of the attempt whose stream this is, as
+        the provider received it (after around_model_call patches and
+        reasoning pruning).
+        """
         assert input.stream is not None
         return input.stream
 
@@ -119,7 +133,11 @@ class AgentLifecycle:
         return None
 
     async def after_step(self, input: AfterStepInput) -> AfterStepResult | None:
-        """Decide the transition after a step is assembled."""
+        """Decide the transition after a step is assembled.
+
+        ``input.request`` is the effective request of the completed provider
+        call, as the provider received it (see :class:`AfterStepInput`).
+        """
         return None
 
 

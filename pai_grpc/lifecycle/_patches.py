@@ -132,9 +132,15 @@ def instructions_of(value: list[SystemModelMessage] | str) -> list[SystemModelMe
 
 
 def coerce_patch(patch: Any, kind: type[Any], *, where: str) -> Any:
-    """Accept a patch dataclass or a dict; reject runtime-owned or unknown fields (AMC-02)."""
+    """Accept a patch dataclass or a dict; reject runtime-owned or unknown fields (AMC-02).
+
+    A plain :class:`ModelStepPatch` is a valid :class:`ModelCallPatch` (a call
+    patch is a step patch plus an attempt signal), so it is widened to one.
+    """
     if patch is None or isinstance(patch, kind):
         return patch
+    if kind is ModelCallPatch and type(patch) is ModelStepPatch:
+        return ModelCallPatch(**{f.name: getattr(patch, f.name) for f in fields(ModelStepPatch)})
     if isinstance(patch, dict):
         owned = sorted(set(patch) & RUNTIME_OWNED)
         if owned:

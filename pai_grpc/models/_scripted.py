@@ -107,12 +107,17 @@ class ScriptedModel:
         model_id: str = "scripted",
         chunk_delay: float = 0.0,
         first_chunk_delay: float = 0.0,
+        record_calls: bool = True,
     ) -> None:
         self._script = script
         self._provider = provider
         self._model_id = model_id
         self._chunk_delay = chunk_delay
         self._first_chunk_delay = first_chunk_delay
+        #: Whether :attr:`calls` keeps every call (a serving model must not:
+        #: each call holds the thread's whole context).
+        self._record_calls = record_calls
+        self._count = 0
         self.calls: list[ModelCall] = []
 
     @property
@@ -131,11 +136,14 @@ class ScriptedModel:
         steps = list(self._script)
         if not steps:
             raise ModelError("the script is empty", reason="SCRIPT_EXHAUSTED")
-        return steps[min(len(self.calls) - 1, len(steps) - 1)]
+        index = len(self.calls) if self._record_calls else self._count
+        return steps[min(index - 1, len(steps) - 1)]
 
     async def stream(self, call: ModelCall) -> AsyncIterator[StepStreamChunk]:
         """Start one scripted step."""
-        self.calls.append(call)
+        self._count += 1
+        if self._record_calls:
+            self.calls.append(call)
         step = self._next_step(call)
         if isinstance(step, ModelError):
             raise step
@@ -163,7 +171,11 @@ class OfflineModel(ScriptedModel):
 
     def __init__(self, *, chunk_delay: float = 0.02) -> None:
         super().__init__(
-            self._reply, provider="offline", model_id="stand-in", chunk_delay=chunk_delay
+            self._reply,
+            provider="offline",
+            model_id="stand-in",
+            chunk_delay=chunk_delay,
+            record_calls=False,
         )
 
     @staticmethod

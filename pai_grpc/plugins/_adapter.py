@@ -13,8 +13,12 @@ failure mode. ``closed`` fails the run with HOOK_TIMEOUT / HOOK_UNAVAILABLE /
 HOOK_PROTOCOL_ERROR; ``open`` skips the hook for the rest of the step, counts
 it and marks it on the run record. A stream transform fails open only before
 its first chunk went downstream (the chunks it already consumed are replayed).
-Errors a hook raised itself fail the run whatever the mode (CMPS-04). After
-repeated failures the adapter backs off and health-checks the plugin.
+Errors a hook raised itself fail the run whatever the mode (CMPS-04); which
+outcome gets which reason is in ``_errors.py`` (and the README, "Remote
+plugins"). After ``backoff_after`` consecutive plugin failures the adapter
+backs off: calls fail at once with HOOK_UNAVAILABLE while a probe
+health-checks the plugin every ``health_interval``; SERVING ends the back-off,
+which otherwise doubles (from ``backoff_initial`` up to ``backoff_max``).
 """
 
 from __future__ import annotations
@@ -432,6 +436,9 @@ class RemoteLifecycle(AgentLifecycle):
                 response = await call(build(ctx), timeout=self.policy(phase).timeout)
             except grpc.aio.AioRpcError as e:
                 raise classify(e, self.plugin, phase) from None
+            if response is None:
+                # grpc.aio hands back None for bytes that do not parse as the reply.
+                raise HookProtocolError(self.plugin, phase, UNDECODABLE)
             try:
                 parsed = parse(response)
             except (ValueError, TypeError) as e:
@@ -451,10 +458,8 @@ class RemoteLifecycle(AgentLifecycle):
         except TimeoutError:
             raise HookTimeout(self.plugin, phase, "no answer within the timeout") from None
         except grpc.aio.AioRpcError as e:
-            raise classify(e, self.plugin, phase) from None
-        if message is grpc.aio.EOF:
-            raise HookProtocolError(self.plugin, phase, "the stream ended without an answer")
-        return message
+            raise classify(e, self.plugin, phase, stream=True) from None
+        return _received(message, self.plugin, phase)
 
     # ---- unary phases --------------------------------------------------------
 
@@ -744,16 +749,16 @@ class RemoteLifecycle(AgentLifecycle):
                         reply.failed.reason, reply.failed.message, plugin=self.plugin, phase=phase
                     )
                 elif kind == "pass_through":
-                    if not attempts:
-                        raise HookProtocolError(self.plugin, phase, "pass_through before next()")
+                    chosen = self._chosen(attempts, reply.pass_through, "pass_through")
                     self._succeeded()
-                    return attempts[-1]  # the provider stream never crosses the wire
+                    # The attempt's own result, untouched: the runtime identifies its
+                    # source request. The provider stream never crosses the wire.
+                    return chosen
                 elif kind == "subscribe":
-                    if not attempts:
-                        raise HookProtocolError(self.plugin, phase, "subscribe before next()")
+                    chosen = self._chosen(attempts, reply.subscribe, "subscribe")
                     handed_off = True
                     return ModelStepStreamResult(
-                        stream=self._duplex(call, attempts[-1].stream, phase, step_id, token)
+                        stream=self._duplex(call, chosen.stream, phase, step_id, token)
                     )
                 elif kind in ("chunk", "end"):
                     # An answer without next (e.g. a cache hit): the plugin's chunks are the step.
@@ -771,6 +776,24 @@ class RemoteLifecycle(AgentLifecycle):
         finally:
             if not handed_off:
                 call.cancel()
+
+    def _chosen(
+        self,
+        attempts: list[ModelStepStreamResult],
+        message: pb.PassThrough | pb.StreamSubscribe,
+        kind: str,
+    ) -> ModelStepStreamResult:
+        """The attempt a pass_through / subscribe names (unset: the latest)."""
+        if not attempts:
+            raise HookProtocolError(self.plugin, "around_model_call", f"{kind} before next()")
+        if not message.HasField("attempt"):
+            return attempts[-1]
+        index = int(message.attempt)
+        if index >= len(attempts):
+            raise HookProtocolError(
+                self.plugin, "around_model_call", f"{kind} names unknown attempt {index}"
+            )
+        return attempts[index]
 
     # ---- transform_step_stream: chunks in, chunks out --------------------------
 
@@ -985,11 +1008,10 @@ class RemoteLifecycle(AgentLifecycle):
                     try:
                         reply = read.result()
                     except grpc.aio.AioRpcError as e:
-                        raise classify(e, self.plugin, phase) from None
+                        raise classify(e, self.plugin, phase, stream=True) from None
                     finally:
                         read = None
-                    if reply is grpc.aio.EOF:
-                        raise HookProtocolError(self.plugin, phase, "the stream ended without end")
+                    reply = _received(reply, self.plugin, phase)
                 kind = reply.WhichOneof("message")
                 if kind == "end":
                     self._succeeded()
@@ -1055,6 +1077,23 @@ def _step_id(input: Any) -> str:
     return f"episode-{run.run_id}" if run is not None else "outside-run"
 
 
+#: Why a reply grpc.aio could not deserialize is refused.
+UNDECODABLE = "the reply does not decode as the phase's response message"
+
+
+def _received(message: Any, plugin: str, phase: str) -> Any:
+    """A message read from a plugin's stream, or the failure its absence means."""
+    if message is grpc.aio.EOF:
+        # Not a protocol error: grpc core may report the same early end as INTERNAL
+        # "Internal error from Core" (grpc/grpc#36066), which is HOOK_UNAVAILABLE.
+        raise HookUnavailable(plugin, phase, "the plugin ended the stream without its answer")
+    if message is None:
+        raise HookProtocolError(plugin, phase, UNDECODABLE)
+    if message.WhichOneof("message") is None:
+        raise HookProtocolError(plugin, phase, "a reply with no message set")
+    return message
+
+
 def _parse(fn: Callable[[], T], plugin: str, phase: str) -> T:
     try:
         return fn()
@@ -1083,7 +1122,7 @@ async def _write(call: Any, message: Any, plugin: str, phase: str) -> None:
     try:
         await call.write(message)
     except grpc.aio.AioRpcError as e:
-        raise classify(e, plugin, phase) from None
+        raise classify(e, plugin, phase, stream=True) from None
     except (asyncio.InvalidStateError, RuntimeError) as e:
         raise HookUnavailable(plugin, phase, f"the stream closed: {e}") from e
 

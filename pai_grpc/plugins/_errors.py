@@ -1,10 +1,22 @@
 """Remote hook failures and their wire form.
 
-Transport and protocol failures (timeout, unavailable, malformed replies)
-follow the plugin's failure mode. Errors a hook raised itself travel as a
-rich status (``google.rpc.ErrorInfo`` in domain ``pai.v1``) and fail the run
-with the same reason they would have in process (CMPS-04), whatever the
-failure mode.
+The line between the hook's own errors and plugin failures:
+
+* The hook's own error: a ``HookFailed`` message in a streaming phase, or, in a
+  unary phase, a status carrying ``google.rpc.ErrorInfo`` in domain ``pai.v1``.
+  It fails the run with the same reason it would have in process (CMPS-04),
+  whatever the failure mode.
+* A plugin failure, governed by the plugin's failure mode: HOOK_TIMEOUT when no
+  answer came in time; HOOK_PROTOCOL_ERROR when an answer came that breaks the
+  contract (undecodable bytes, no or the wrong oneof arm, malformed contents,
+  a message out of order); HOOK_UNAVAILABLE for every other status (whatever
+  its code), an unreachable plugin, a reset connection, a stream that ends
+  before the plugin's terminal message, or a plugin the adapter backs off from.
+
+A gRPC status is never a protocol error: on a stream, grpc.aio may report a
+plugin's status as INTERNAL "Internal error from Core" (grpc/grpc#36066), so
+every status that ends a stream gets the one reason that report gets, and a
+given plugin behaviour always fails with the same reason.
 """
 
 from __future__ import annotations
@@ -84,26 +96,23 @@ def hook_error(reason: str, message: str, *, plugin: str, phase: str) -> PaiErro
     return PaiError(message, reason=reason)
 
 
-def classify(err: grpc.aio.AioRpcError, plugin: str, phase: str) -> PaiError:
-    """The runtime error for a failed plugin call."""
-    info = error_info(err)
-    if info is not None:
-        return hook_error(*info, plugin=plugin, phase=phase)
+def classify(
+    err: grpc.aio.AioRpcError, plugin: str, phase: str, *, stream: bool = False
+) -> PaiError:
+    """The runtime error for a plugin call that ended with a status (see the module doc)."""
+    if not stream:
+        info = error_info(err)
+        if info is not None:
+            return hook_error(*info, plugin=plugin, phase=phase)
     code = err.code()
-    detail = f"{code.name}: {err.details() or ''}".strip()
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+    if not stream and code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return HookTimeout(plugin, phase, "no answer within the timeout")
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED) or (
-        # grpc core's report of a stream the plugin broke off while the runtime wrote
-        # (grpc/grpc#36066 hides the plugin's own status): a transport failure.
-        code == grpc.StatusCode.INTERNAL and "Internal error from Core" in (err.details() or "")
-    ):
-        return HookUnavailable(plugin, phase, detail)
-    if code in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.INVALID_ARGUMENT):
-        return HookProtocolError(plugin, phase, detail)
-    # Any other status is the plugin's hook failing (e.g. an exception in a Node handler).
-    failed = HookError(plugin, phase, RuntimeError(detail))
-    return failed
+    details = err.details() or ""
+    if stream and code == grpc.StatusCode.INTERNAL and "Internal error from Core" in details:
+        # grpc/grpc#36066: the plugin ended the stream (with some status) while the
+        # runtime still wrote to it; core reports that in place of the plugin's status.
+        return HookUnavailable(plugin, phase, "the plugin ended the stream early")
+    return HookUnavailable(plugin, phase, f"the plugin answered {code.name}: {details}".strip())
 
 
 def is_policy_failure(error: BaseException) -> bool:

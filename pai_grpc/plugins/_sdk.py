@@ -764,15 +764,18 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
             kind, reply = await session.expect_any("next_started", "next_failed")
             if kind == "next_failed":
                 raise ModelError(reply.message, reason=reply.reason)
-            attempt = _AttemptStream(session)
+            attempt = _AttemptStream(session, len(attempts))
             attempts.append(attempt)
             return ModelStepStreamResult(stream=attempt)
 
         async def run() -> None:
             result = await self._hooks.around_model_call(request, next_)
             stream = result.stream
-            if attempts and stream is attempts[-1] and not attempts[-1].started:
-                session.send(pb.AroundModelCallResponse(pass_through=pb.PassThrough()))
+            if isinstance(stream, _AttemptStream) and stream in attempts and not stream.started:
+                # An attempt returned unchanged, named by its index: the runtime then
+                # knows its source request (the effective request, the tool authority).
+                passed = pb.PassThrough(attempt=stream.index)
+                session.send(pb.AroundModelCallResponse(pass_through=passed))
                 session.finish()
                 return
             async for chunk in stream:
@@ -1036,8 +1039,10 @@ class _AttemptStream:
     iterated, it subscribes and the runtime forwards the chunks.
     """
 
-    def __init__(self, session: _Session) -> None:
+    def __init__(self, session: _Session, index: int) -> None:
         self._session = session
+        #: The attempt's index among the next() calls that started.
+        self.index = index
         self.started = False
 
     def __aiter__(self) -> _AttemptStream:
@@ -1046,7 +1051,8 @@ class _AttemptStream:
     async def __anext__(self) -> StepStreamChunk:
         if not self.started:
             self.started = True
-            self._session.send(pb.AroundModelCallResponse(subscribe=pb.StreamSubscribe()))
+            subscribe = pb.StreamSubscribe(attempt=self.index)
+            self._session.send(pb.AroundModelCallResponse(subscribe=subscribe))
         kind, reply = await self._session.expect_any("chunk", "end")
         if kind == "end":
             raise StopAsyncIteration

@@ -9,6 +9,7 @@ visibility, tool-part updates) bumps the epoch and forces a full reload.
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -17,8 +18,21 @@ from pai_grpc.models import to_model_messages
 from pai_grpc.runtime._records import message_from_record
 from storage import MessageRecord, Store, ThreadRecord
 
-#: Threads kept; the least recently used entry goes first.
-CACHE_THREADS = 2_000
+#: Total bytes of cached contexts (default); the least recently used thread goes first.
+CACHE_BYTES = 64 << 20
+#: Approximate per-message memory besides its JSON (objects, lists, model copy).
+MESSAGE_OVERHEAD_BYTES = 1_000
+
+
+def message_size(record: MessageRecord) -> int:
+    """Approximate memory of one cached message.
+
+    Each message is held twice (the domain message and its model messages),
+    so twice its JSON size plus fixed overhead.
+    """
+    body = json.dumps(record.parts, ensure_ascii=False, separators=(",", ":"))
+    meta = json.dumps(record.metadata, ensure_ascii=False, separators=(",", ":"))
+    return MESSAGE_OVERHEAD_BYTES + 2 * (len(body) + len(meta))
 
 
 @dataclass
@@ -27,6 +41,8 @@ class _Entry:
     count: int
     messages: list[Message] = field(default_factory=list)
     model_messages: list[list[ModelMessage]] = field(default_factory=list)
+    #: Approximate bytes held by this entry.
+    size: int = 0
 
 
 @dataclass(frozen=True)
@@ -44,12 +60,21 @@ class Context:
 
 
 class ContextCache:
-    """Context-view reads with incremental refresh."""
+    """Context-view reads with incremental refresh, bounded by total bytes."""
 
-    def __init__(self, store: Store, *, size: int = CACHE_THREADS) -> None:
+    def __init__(self, store: Store, *, max_bytes: int = CACHE_BYTES) -> None:
         self._store = store
-        self._size = size
+        #: The byte budget; least recently used threads are evicted beyond it.
+        self.max_bytes = max_bytes
+        #: Approximate bytes of every cached entry.
+        self.size = 0
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
 
     async def read(self, scope: str, thread_id: str) -> Context:
         """The thread's context now (raises storage NotFound when the thread is gone)."""
@@ -62,13 +87,19 @@ class ContextCache:
             if entry is not None:
                 head, records = await self._store.context(scope, thread_id)
             entry = _Entry(epoch=head.history_epoch, count=0)
+        # Re-account the entry (a concurrent read may have evicted or grown it).
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self.size -= old.size
         self._extend(entry, head, records)
-        self._entries[key] = entry
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._size:
-            self._entries.popitem(last=False)
         flat = [m for group in entry.model_messages for m in group]
-        return Context(head=head, messages=list(entry.messages), model_messages=flat)
+        context = Context(head=head, messages=list(entry.messages), model_messages=flat)
+        self._entries[key] = entry
+        self.size += entry.size
+        while self.size > self.max_bytes and self._entries:
+            _, dropped = self._entries.popitem(last=False)
+            self.size -= dropped.size
+        return context
 
     @staticmethod
     def _extend(entry: _Entry, head: ThreadRecord, records: list[MessageRecord]) -> None:
@@ -76,9 +107,10 @@ class ContextCache:
             message = message_from_record(record)
             entry.messages.append(message)
             entry.model_messages.append(to_model_messages([message]))
+            entry.size += message_size(record)
         entry.count = head.message_count
 
     def forget(self, thread_id: str) -> None:
         """Drop a thread's entries (e.g. when it is deleted)."""
         for key in [k for k in self._entries if k[1] == thread_id]:
-            del self._entries[key]
+            self.size -= self._entries.pop(key).size

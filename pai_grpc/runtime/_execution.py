@@ -60,6 +60,7 @@ from storage import (
     NewMessage,
     PendingActionRecord,
     RunPatch,
+    Unavailable,
     VersionConflict,
     WriteSet,
 )
@@ -91,7 +92,9 @@ class Execution(Phases):
             thread_id=self._thread_id,
             run_id=self._run.id,
             lease=self._lease,
-            last_seq=claimed.run.last_seq,
+            # Above every number an earlier (possibly lost) execution may have published.
+            first_seq=claimed.first_seq,
+            reserved_seq=claimed.run.reserved_seq,
         )
         self.lease_lost = False
         self._cancel_reason: str | None = None
@@ -148,6 +151,15 @@ class Execution(Phases):
                 except BaseException as e:
                     log.warning("run %s: could not release the lease: %r", self.run_id, e)
                 raise
+        except Unavailable as e:
+            # The database went away during a COMMIT (an execution otherwise waits
+            # outages out): whether it landed is unknown, so nothing is repeated.
+            # Hand the run back; a fresh claim resumes it from what is durable.
+            aborted = True
+            self._close_episode("database_unavailable")
+            log.warning("run %s: handed back after a database outage (%s)", self.run_id, e)
+            with contextlib.suppress(Exception):
+                await self._store.release(self._lease)
         except Exception as e:  # any other failure fails the run, with its reason
             if isinstance(e, PaiError) and not isinstance(e, ModelError | RunFailure):
                 log.warning("run %s failed: %s", self.run_id, e)
@@ -247,7 +259,8 @@ class Execution(Phases):
             anchor, context = await self._resolve_model_context(step)
             request = await self._prepare_model_step(step, context, anchor)
             called = await self._model_call(request)
-            result = await self._stream_step(called.stream, request, step, anchor=anchor)
+            # Transforms and after_step see the request the provider actually received.
+            result = await self._stream_step(called.stream, called.request, step, anchor=anchor)
             await self._after_step(result)
 
     async def _open(self) -> None:
@@ -261,7 +274,10 @@ class Execution(Phases):
         """Apply the run's queued input (if any) and announce that it runs."""
         if self._run.attempts > 1:
             # A previous execution was lost: whatever it streamed after its last
-            # committed step is void, and readers must drop it.
+            # committed step is void, and readers must drop it. This is the first
+            # event of the attempt, numbered above everything the lost one may have
+            # published (see ClaimedRun.first_seq), so a reader resuming from any
+            # seq it saw gets this abort next.
             self.emit(ChunkEvent(chunk=AbortChunk(reason="recovery")))
         self.emit(StatusEvent(status="running"))
         queued = self._run.input.get("message")

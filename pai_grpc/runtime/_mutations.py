@@ -18,6 +18,8 @@ from typing import Any
 
 from pai_grpc.domain import (
     TERMINAL_RUN_STATUSES,
+    AbortChunk,
+    ChunkEvent,
     JsonObject,
     JsonValue,
     MessagePart,
@@ -40,6 +42,7 @@ from pai_grpc.runtime._validate import (
     Violations,
     check_id,
     check_json_object,
+    check_reason,
     check_request_id,
     check_user_parts,
     parse_etag,
@@ -701,6 +704,7 @@ class Mutations:
         """
         v = Violations()
         check_id(v, "run_id", "run", run_id)
+        check_reason(v, reason, self.services.limits)
         v.raise_if_any()
         why = reason or "cancelled"
         store = self.services.store
@@ -765,8 +769,16 @@ class Mutations:
         active = thread.active_run_id == run.id
         pending = await store.list_pending_actions(scope, run.id, status="open")
         message_patches = await self._cancel_waiting_tool_parts(scope, run, pending)
-        seq = run.last_seq + 1
+        # Above every number a lost execution may have published live; readers
+        # that saw its unflushed events are told to drop them first.
+        seq = max(run.last_seq, run.reserved_seq) + 1
+        events: list[NewEvent] = []
+        if run.reserved_seq > run.last_seq:
+            abort = ChunkEvent(chunk=AbortChunk(reason="recovery"))
+            events.append(NewEvent(run.id, seq, payload_to_json(abort)))
+            seq += 1
         status = StatusEvent(status="cancelled", outcome="cancelled", reason=reason)
+        events.append(NewEvent(run.id, seq, payload_to_json(status)))
         ws = WriteSet(
             scope=scope,
             thread_id=run.thread_id,
@@ -781,12 +793,13 @@ class Mutations:
                     reason=reason,
                     ended_at=NOW,
                     last_seq=seq,
+                    reserved_seq=seq,
                     release_lease=True,
                 )
             ],
             update_pending=[PendingActionPatch(id=p.id, status="cancelled") for p in pending],
             update_messages=message_patches,
-            events=[NewEvent(run.id, seq, payload_to_json(status))],
+            events=events,
         )
         if active:
             ws.thread = ThreadPatch(active_run_id=PROMOTE_NEXT)

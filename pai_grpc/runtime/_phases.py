@@ -106,6 +106,26 @@ class StepResult:
     aborted: StepAbort | None = None
 
 
+@dataclass(frozen=True)
+class CalledModel:
+    """around_model_call's outcome: the step stream and the request it answers."""
+
+    stream: AsyncIterator[StepStreamChunk]
+    #: The effective request the provider received for this stream (see _source_of).
+    request: ModelStepRequest
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """One successful provider attempt of the current step."""
+
+    result: ModelStepStreamResult
+    #: The request as sent: after every patch and reasoning pruning.
+    request: ModelStepRequest
+    #: The tool names snapshotted when the attempt began (TV-05).
+    tools: frozenset[str]
+
+
 @dataclass
 class Episode:
     """Episode state: defaults set by prepare_run and the model-only overlay (AS-04)."""
@@ -131,8 +151,10 @@ class Phases(Transitions):
     _episode_state: Episode
     #: Provider streams opened in the current step (closed when it ends).
     _provider_streams: list[AsyncIterator[StepStreamChunk]]
-    #: Tools every successful attempt of the current step advertised (TV-05).
+    #: The tools that may execute in the current step (the source attempt's, TV-05).
     _advertised: frozenset[str] | None
+    #: The successful provider attempts of the current step, in order.
+    _attempts: list[_Attempt]
 
     # ---- hook plumbing -----------------------------------------------------
 
@@ -412,34 +434,73 @@ class Phases(Transitions):
 
     # ---- around_model_call --------------------------------------------------------
 
-    async def _model_call(self, request: ModelStepRequest) -> ModelStepStreamResult:
-        """around_model_call, outermost first, down to the provider attempt."""
+    async def _model_call(self, request: ModelStepRequest) -> CalledModel:
+        """around_model_call, outermost first, down to the provider attempt.
+
+        Returns the stream the wrappers returned with the request it answers:
+        the effective request of the attempt it came from, as the provider
+        received it (after every patch and reasoning pruning).
+        """
         self._advertised = None
+        self._attempts = []
         if "around_model_call" not in self._has:
-            return await self._attempt(request)
+            called = await self._attempt(request)
+        else:
 
-        async def leaf(effective: Effective | None = None) -> ModelStepStreamResult:
-            return await self._attempt(effective.request if effective is not None else request)
+            async def leaf(effective: Effective | None = None) -> ModelStepStreamResult:
+                return await self._attempt(effective.request if effective is not None else request)
 
-        return await self._lifecycle.around_model_call(request, leaf)
+            called = await self._lifecycle.around_model_call(request, leaf)
+        return self._source_of(called, request)
+
+    def _source_of(self, called: ModelStepStreamResult, request: ModelStepRequest) -> CalledModel:
+        """The attempt whose stream ``called`` is; its request and tools are authoritative.
+
+        A stream returned unchanged (or re-wrapped in a new result) is that
+        attempt's; with a single successful attempt there is no other source.
+        A newly wrapped stream after several successful attempts cannot be
+        traced: PAI fails closed and keeps only tools every attempt advertised
+        (TV-05), reporting the latest attempt's request narrowed to them, so
+        hooks, telemetry and the executor agree on the tool list.
+        """
+        attempts = self._attempts
+        source = next(
+            (a for a in attempts if a.result is called or a.result.stream is called.stream),
+            attempts[0] if len(attempts) == 1 else None,
+        )
+        if source is not None:
+            self._advertised = source.tools
+            return CalledModel(stream=called.stream, request=source.request)
+        if not attempts:
+            # Answered without a provider call (e.g. a cache hit): nothing was sent.
+            return CalledModel(stream=called.stream, request=request)
+        allowed = frozenset.intersection(*(a.tools for a in attempts))
+        latest = attempts[-1].request
+        self._advertised = allowed
+        narrowed = replace(latest, tools=[t for t in latest.tools if t.name in allowed])
+        return CalledModel(stream=called.stream, request=narrowed)
 
     async def _attempt(self, request: ModelStepRequest) -> ModelStepStreamResult:
         """One provider attempt: resolves once the stream is constructed (AMC-03)."""
-        # Snapshot the tool list when the attempt begins: later mutation of the
-        # request's list cannot widen what may execute (TV-05).
-        advertised = frozenset(t.name for t in request.tools)
-        call = request.to_call()
-        # Pruned for the attempt only; history and hooks keep the full context (RSN-04).
-        call = replace(call, messages=prune_reasoning(call.messages))
-        stream = await request.model.stream(call)
+        # The request as sent: the tool list snapshotted when the attempt begins
+        # (later mutation of the hook's list cannot widen what may execute, TV-05),
+        # and reasoning pruned for the attempt only; history and the hooks that
+        # run before the call keep the full context (RSN-04).
+        sent = replace(
+            request, tools=list(request.tools), messages=prune_reasoning(request.messages)
+        )
+        stream = await request.model.stream(sent.to_call())
         self._provider_streams.append(stream)
-        self._advertised = advertised if self._advertised is None else self._advertised & advertised
         signals = list(request.attempt_signals)
         if request.timeout is not None:
             signals.append(AbortSignal.timeout(request.timeout))
         if signals:
             stream = _abortable(stream, AbortSignal.any(*signals))
-        return ModelStepStreamResult(stream=stream)
+        result = ModelStepStreamResult(stream=stream)
+        self._attempts.append(
+            _Attempt(result=result, request=sent, tools=frozenset(t.name for t in sent.tools))
+        )
+        return result
 
     # ---- transform_step_stream and reduction --------------------------------------
 
@@ -499,7 +560,7 @@ class Phases(Transitions):
             async for chunk in stream:
                 self._publish_data(data, reducer)
                 _check_chunk(chunk)
-                chunk = _json_call(chunk)
+                chunk = _json_call(_without_nul(chunk))
                 self._check_sink()
                 reducer.apply(chunk)
                 self.emit(ChunkEvent(chunk=chunk))
@@ -716,6 +777,20 @@ def _json_call(chunk: StepStreamChunk) -> StepStreamChunk:
     return chunk
 
 
+def _without_nul(chunk: StepStreamChunk) -> StepStreamChunk:
+    """Model text holding U+0000 (which no backend stores) gets U+FFFD in its place.
+
+    A model is outside input like a tool: its stray NUL must not stall the run
+    at commit. Only the chunk's own strings are scanned (deltas, ids, error text).
+    """
+    update = {
+        name: value.replace("\x00", "\ufffd")
+        for name in type(chunk).model_fields
+        if isinstance(value := getattr(chunk, name), str) and "\x00" in value
+    }
+    return chunk.model_copy(update=update) if update else chunk
+
+
 def _check_chunk(chunk: Any) -> None:
     """The canonical stream's own rules (TSS-02, TSS-05)."""
     kind = getattr(chunk, "type", None)
@@ -778,4 +853,4 @@ async def _abortable(
         await _close(stream)
 
 
-__all__ = ["Episode", "Phases", "StepResult", "cancelled_outcome", "validate_calls"]
+__all__ = ["CalledModel", "Episode", "Phases", "StepResult", "cancelled_outcome", "validate_calls"]

@@ -27,7 +27,7 @@ from pai_grpc.runtime._records import (
 from pai_grpc.runtime._services import Services
 from pai_grpc.runtime._validate import Violations, check_id, page_size
 from pai_grpc.streams import ThreadHint
-from storage import InvalidPageToken, ThreadRecord
+from storage import InvalidPageToken, MessageRecord, ThreadRecord
 from storage import NotFound as StorageNotFound
 
 #: Fallback poll interval when no wake-up arrives (cross-process on SQLite, lost NOTIFY).
@@ -254,11 +254,18 @@ class Reads:
                     hints.append(await asyncio.wait_for(sub.queue.get(), WATCH_POLL_SECONDS))
                 while not sub.queue.empty():
                     hints.append(sub.queue.get_nowait())
-                current = await store.get_thread(scope, thread_id)
-                if current is None:
+                # The head and the transcript messages appended since the last one, from
+                # one snapshot: committed messages are named from storage, so watchers
+                # in every process see the same ids however (or in whatever order)
+                # the hints reached them.
+                try:
+                    current, appended = await store.context(
+                        scope, thread_id, view="transcript", from_position=last.message_count
+                    )
+                except StorageNotFound:
                     yield ThreadChange(thread_from_record(last), "deleted")
                     return
-                for change in _changes(last, current, hints):
+                for change in _changes(last, current, hints, appended):
                     yield change
                 if _public(current) != _public(last) or any("visibility" in h.kinds for h in hints):
                     last = current
@@ -267,14 +274,24 @@ class Reads:
 
 
 def _changes(
-    before: ThreadRecord, after: ThreadRecord, hints: list[ThreadHint]
+    before: ThreadRecord,
+    after: ThreadRecord,
+    hints: list[ThreadHint],
+    appended: list[MessageRecord],
 ) -> list[ThreadChange]:
-    """The client-visible changes between two heads (hints name the messages)."""
+    """The client-visible changes between two heads.
+
+    ``appended`` are the transcript messages at positions from ``before``'s
+    count (read with ``after``); they name committed messages unless history
+    was rewritten in between, when the hints name them instead.
+    """
     head = thread_from_record(after)
     hinted: dict[str, list[str]] = {}
     for hint in hints:
         for kind in hint.kinds:
-            hinted.setdefault(kind, []).extend(hint.message_ids)
+            ids = hinted.setdefault(kind, [])
+            # A message is named once even if two hints of the batch carry it.
+            ids.extend(i for i in hint.message_ids if i not in ids)
     out: list[ThreadChange] = []
     if after.status != before.status or after.active_run_id != before.active_run_id:
         out.append(ThreadChange(head, "status"))
@@ -282,9 +299,15 @@ def _changes(
         if "messages_removed" in hinted or after.message_count < before.message_count:
             out.append(ThreadChange(head, "messages_removed", hinted.get("messages_removed", [])))
         if "messages_committed" in hinted or after.message_count > before.message_count:
-            out.append(
-                ThreadChange(head, "messages_committed", hinted.get("messages_committed", []))
+            rewritten = (
+                "messages_removed" in hinted
+                or after.message_count < before.message_count
+                or after.history_epoch != before.history_epoch
             )
+            committed = (
+                hinted.get("messages_committed", []) if rewritten else [m.id for m in appended]
+            )
+            out.append(ThreadChange(head, "messages_committed", committed))
     if after.metadata != before.metadata:
         out.append(ThreadChange(head, "metadata"))
     if "visibility" in hinted:

@@ -16,7 +16,7 @@ import socket
 from pai_grpc.domain import new_id
 from pai_grpc.runtime._execution import Execution
 from pai_grpc.runtime._services import Services
-from storage import ClaimedRun
+from storage import ClaimedRun, Unavailable, patient
 
 log = logging.getLogger("pai_grpc.runner")
 
@@ -26,6 +26,16 @@ AGENT_CACHE_SIZE = 10_000
 def default_owner() -> str:
     """A runner identity unique across hosts and processes."""
     return f"{socket.gethostname()}:{os.getpid()}:{new_id('run')[-8:]}"
+
+
+async def _patiently(execution: Execution) -> None:
+    """Run an execution that waits out database outages (still under its lease).
+
+    Failing instead would leave the run stalled until its lease expired; waiting
+    lets it carry on the moment the database is back (see :func:`storage.patient`).
+    """
+    with patient():
+        await execution.run()
 
 
 class Runner:
@@ -90,19 +100,34 @@ class Runner:
             self._wake.clear()
             free = self._concurrency - self.active - self._reserved
             if free > 0:
+                # Reserve the batch before awaiting the database: Sends hand runs
+                # into the same slots meanwhile, and together they must never
+                # exceed the concurrency. Unused reservations are given back.
+                batch = min(free, 8)
+                self._reserved += batch
                 try:
                     claims = await store.claim_runs(
-                        self.owner, lease_seconds=self._lease_seconds, limit=min(free, 8)
+                        self.owner, lease_seconds=self._lease_seconds, limit=batch
                     )
+                except Unavailable as e:
+                    self._release(batch)
+                    log.warning("runner %s: cannot claim (%s); retrying", self.owner, e)
+                    await asyncio.sleep(self._poll_interval)
+                    continue
                 except Exception:
+                    self._release(batch)
                     log.exception("runner %s: claim failed; retrying", self.owner)
                     await asyncio.sleep(self._poll_interval)
                     continue
+                except BaseException:
+                    self._release(batch)
+                    raise
+                self._release(batch - len(claims))
                 for claimed in claims:
                     await self._launch(claimed)
                 # A full batch means more may be waiting: claim again now, and again
                 # whenever a slot frees up, until a claim comes back short.
-                self._backlog = len(claims) == min(free, 8)
+                self._backlog = len(claims) == batch
                 if self._backlog:
                     continue
             else:
@@ -110,13 +135,32 @@ class Runner:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._poll_interval)
 
+    def _release(self, slots: int) -> None:
+        self._reserved = max(0, self._reserved - slots)
+
     async def _launch(self, claimed: ClaimedRun) -> None:
-        agent = self._services.agents.get(await self._agent_of(claimed))
-        execution = Execution(self._services, agent, claimed, lease_seconds=self._lease_seconds)
-        task = asyncio.create_task(execution.run(), name=f"run {claimed.run.id}")
-        self._executions[task] = execution
-        self._by_run[claimed.run.id] = execution
-        task.add_done_callback(self._finished)
+        """Start executing a claimed run in the slot reserved for it.
+
+        The slot stays reserved across the agent lookup (an await) and only
+        turns into an active execution once the task exists, so no other claim
+        or hand-off can take it in between.
+        """
+        try:
+            # The run is leased already: wait out an outage rather than strand it.
+            with patient():
+                agent = self._services.agents.get(await self._agent_of(claimed))
+            execution = Execution(self._services, agent, claimed, lease_seconds=self._lease_seconds)
+            task = asyncio.create_task(_patiently(execution), name=f"run {claimed.run.id}")
+            self._executions[task] = execution
+            self._by_run[claimed.run.id] = execution
+            task.add_done_callback(self._finished)
+        except Exception:
+            # Hand the run back so another claim (here or elsewhere) resumes it.
+            log.exception("runner %s: could not start run %s", self.owner, claimed.run.id)
+            with contextlib.suppress(Exception):
+                await self._services.store.release(claimed.lease)
+        finally:
+            self._release(1)
 
     # ---- direct hand-off (Send on an idle thread) ---------------------------
 
@@ -132,8 +176,7 @@ class Runner:
         self._reserved = max(0, self._reserved - 1)
 
     async def adopt(self, claimed: ClaimedRun) -> None:
-        """Execute a run whose lease was written with its creation."""
-        self.unreserve()
+        """Execute a run whose lease was written with its creation (in its reserved slot)."""
         await self._launch(claimed)
 
     async def _agent_of(self, claimed: ClaimedRun) -> str:

@@ -63,6 +63,11 @@ class Services:
             history=HistoryRewrites(),
         )
 
+    def bound_memory(self, *, run_event_buffer_bytes: int, context_cache_bytes: int) -> None:
+        """Set the memory budgets: live events per executing run, and the context cache."""
+        self.broker.window_bytes = run_event_buffer_bytes
+        self.contexts.max_bytes = context_cache_bytes
+
     async def commit(
         self,
         ws: WriteSet,

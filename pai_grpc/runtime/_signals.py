@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from collections.abc import Callable
 
 from pai_grpc.streams import Broker, ThreadHint, ThreadHub
@@ -39,6 +40,9 @@ class Signals:
         self._runnable: list[Callable[[], None]] = []
         self._cancel: list[Callable[[str], None]] = []
         self._listener: Listener | None = None
+        #: Marks this hub's own thread notifications: PostgreSQL echoes them back to
+        #: the sender, whose watchers were already told locally on commit.
+        self._origin = secrets.token_hex(8)
 
     # ---- subscriptions ------------------------------------------------------
 
@@ -87,12 +91,15 @@ class Signals:
     def _thread_note(self, payload: str) -> None:
         try:
             data = json.loads(payload)
+            if data.get("o") == self._origin:
+                return  # our own commit: delivered locally already (a second copy would
+                # repeat its message ids, or replay a removal or visibility change)
             hint = ThreadHint(
                 thread_id=str(data["t"]),
                 kinds=tuple(data.get("k", ())),
                 message_ids=tuple(data.get("m", ())),
             )
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             log.warning("ignoring malformed thread notification %r", payload)
             return
         self.fire_thread(hint)
@@ -113,5 +120,10 @@ class Signals:
 
     def note_thread(self, hint: ThreadHint) -> tuple[str, str]:
         """A notification that wakes watchers of a thread everywhere."""
-        payload = {"t": hint.thread_id, "k": list(hint.kinds), "m": list(hint.message_ids[:50])}
+        payload = {
+            "t": hint.thread_id,
+            "k": list(hint.kinds),
+            "m": list(hint.message_ids[:50]),
+            "o": self._origin,
+        }
         return (self._store.channel(THREAD), json.dumps(payload, separators=(",", ":")))

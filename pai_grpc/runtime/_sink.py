@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from pai_grpc.domain import RunEvent, RunEventPayload
 from pai_grpc.runtime._records import payload_to_json
 from pai_grpc.streams import RunChannel
-from storage import Lease, NewEvent, RunPatch, WriteSet
+from storage import SEQ_BLOCK, Lease, NewEvent, RunPatch, WriteSet
 
 if TYPE_CHECKING:
     from pai_grpc.runtime._services import Services
@@ -22,11 +22,19 @@ FLUSH_INTERVAL = 0.05
 
 
 class EventSink:
-    """Assigns dense sequence numbers, publishes live, and batches the chunk log.
+    """Assigns sequence numbers, publishes live, and batches the chunk log.
 
     Only the lease holder writes a run's events, so sequence numbers are
     allocated here without coordination. Every commit that carries events
     holds :attr:`lock`, so the log is written in sequence order.
+
+    Live publication never goes beyond the run's durable sequence
+    reservation (``runs.reserved_seq``): the claim reserved a first block and
+    every write of events raises it to the last written seq plus
+    :data:`~storage.SEQ_BLOCK`. An event above it is held back and a flush
+    forced (the only time live readers wait for the database). So after a
+    crash, the next execution starts above every number readers may have
+    seen, and a resumed reader never gets two attempts' events at one seq.
     """
 
     def __init__(
@@ -37,7 +45,8 @@ class EventSink:
         thread_id: str,
         run_id: str,
         lease: Lease,
-        last_seq: int,
+        first_seq: int,
+        reserved_seq: int,
     ) -> None:
         self._services = services
         self._store = services.store
@@ -46,13 +55,22 @@ class EventSink:
         self._thread_id = thread_id
         self._run_id = run_id
         self._lease = lease
-        self._next_seq = last_seq + 1
+        self._next_seq = first_seq
+        #: The durable reservation: the highest seq that may be published live.
+        self._reserved = reserved_seq
         self._pending: list[NewEvent] = []
+        #: Emitted events not yet published live (above the reservation, or
+        #: behind numbers a commit in flight allocated), in sequence order.
+        self._held: list[RunEvent] = []
+        #: A commit allocated numbers it publishes once durable: later events wait.
+        self._allocated = False
+        #: The execution released its lease: nothing more may be published.
+        self._sealed = False
         self._flusher: asyncio.Task[None] | None = None
         self.lock = asyncio.Lock()
         #: An error from a background flush (e.g. LeaseLost); the execution re-raises it.
         self.failure: Exception | None = None
-        self.channel: RunChannel = self._broker.open(run_id, first_seq=last_seq + 1)
+        self.channel: RunChannel = self._broker.open(run_id, first_seq=first_seq)
 
     @property
     def last_seq(self) -> int:
@@ -60,14 +78,17 @@ class EventSink:
         return self._next_seq - 1
 
     def emit(self, payload: RunEventPayload) -> RunEvent:
-        """Publish an event live now; it reaches the log with the next flush or commit."""
+        """Publish an event live (within the reservation); the next flush or commit logs it."""
         event = RunEvent(seq=self._next_seq, time=datetime.now(UTC), payload=payload)
         self._next_seq += 1
-        self.channel.publish(event)
         self._pending.append(
             NewEvent(self._run_id, event.seq, payload_to_json(payload), event.time)
         )
-        if len(self._pending) >= FLUSH_EVENTS:
+        if self._held or self._allocated or event.seq > self._reserved:
+            self._held.append(event)
+        elif not self._sealed:
+            self.channel.publish(event)
+        if len(self._pending) >= FLUSH_EVENTS or event.seq > self._reserved:
             self._schedule_flush(0.0)
         else:
             self._schedule_flush(FLUSH_INTERVAL)
@@ -82,23 +103,54 @@ class EventSink:
         """Allocate ``count`` sequence numbers for events built inside a commit."""
         seqs = list(range(self._next_seq, self._next_seq + count))
         self._next_seq += count
+        if seqs:
+            self._allocated = True
         return seqs
+
+    def reservation(self, last: int, *, release: bool = False) -> int:
+        """The ``reserved_seq`` a write whose last event is ``last`` records.
+
+        A write that releases the lease (waiting, terminal) has published
+        everything it allocated, so the next execution may continue densely.
+        """
+        return last if release else last + SEQ_BLOCK
 
     def restore(self, pending: list[NewEvent], seqs: list[int]) -> None:
         """Undo a failed commit: keep its buffered events and return unused numbers."""
         self._pending = pending + self._pending
         if seqs and seqs[-1] == self._next_seq - 1:
             self._next_seq = seqs[0]
+        self._allocated = False
+        self._release()
 
     def published(self, events: list[RunEvent]) -> None:
-        """Publish events that a commit just made durable."""
-        for event in events:
-            self.channel.publish(event)
+        """Publish events that a commit just made durable (then any held behind them)."""
+        self._allocated = False
+        if not self._sealed:
+            for event in events:
+                self.channel.publish(event)
+        self._release()
         self._broker.notify(self._run_id)
 
-    def mark_durable(self, seq: int) -> None:
-        """Record that the log holds every event up to ``seq``."""
+    def mark_durable(self, seq: int, *, reserved: int | None = None, release: bool = False) -> None:
+        """Record that the log holds every event up to ``seq`` (and the new reservation)."""
         self.channel.mark_durable(seq)
+        if reserved is not None:
+            self._reserved = max(self._reserved, reserved) if not release else reserved
+        if release:
+            self._sealed = True
+
+    def _release(self) -> None:
+        """Publish held events now within the reservation, in order."""
+        if self._allocated:
+            return
+        n = 0
+        while n < len(self._held) and self._held[n].seq <= self._reserved:
+            if not self._sealed:
+                self.channel.publish(self._held[n])
+            n += 1
+        if n:
+            del self._held[:n]
 
     def _schedule_flush(self, delay: float) -> None:
         if self._flusher is None or self._flusher.done():
@@ -109,22 +161,33 @@ class EventSink:
             await asyncio.sleep(delay)
         try:
             await self.flush()
+            # Events held above the old reservation and emitted meanwhile: flush
+            # again at once so live readers are not kept waiting.
+            while self._held and self._pending and not self._sealed:
+                await self.flush()
         except Exception as e:  # surfaced to the execution through `failure`
             self.failure = e
 
     async def flush(self) -> None:
-        """Write buffered events to the chunk log (fenced by the lease)."""
+        """Write buffered events to the chunk log (fenced by the lease), raising the reservation."""
         async with self.lock:
             if not self._pending:
                 return
             events = self.take_pending()
+            last = events[-1].seq
+            reserved = self.reservation(last)
             try:
                 await self._store.commit(
                     WriteSet(
                         scope=self._scope,
                         thread_id=self._thread_id,
                         update_runs=[
-                            RunPatch(id=self._run_id, lease=self._lease, last_seq=events[-1].seq)
+                            RunPatch(
+                                id=self._run_id,
+                                lease=self._lease,
+                                last_seq=last,
+                                reserved_seq=reserved,
+                            )
                         ],
                         events=events,
                         notify=[self._services.signals.note_run(self._run_id)],
@@ -134,7 +197,8 @@ class EventSink:
                 # Put them back so a later commit (or the failure path) still carries them.
                 self._pending = events + self._pending
                 raise
-            self.channel.mark_durable(events[-1].seq)
+            self.mark_durable(last, reserved=reserved)
+            self._release()
 
     async def close(self, *, aborted: bool = False) -> None:
         """Stop the background flusher and end the live channel."""

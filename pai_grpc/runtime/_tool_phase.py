@@ -387,6 +387,12 @@ class ToolPhase:
         except Exception as e:  # an exception is a tool failure with source "throw"
             log.warning("tool %s raised", part.tool_name, exc_info=True)
             return _error(part, f"{type(e).__name__}: {e}", "throw")
+        try:
+            # Checked here, not at commit: an output no backend can store (U+0000, an
+            # integer beyond ±(2**53 - 1), NaN) is the tool's error, and the run goes on.
+            check_strict_json(output, path="output")
+        except InvalidJson as e:
+            return _error(part, f"the tool output cannot be stored: {e}", "throw")
         return _output(part, output, "execute")
 
     def _wait(

@@ -296,14 +296,30 @@ class Transitions:
             ws.events = pending + ws.events
             seqs = self.sink.allocate(count)
             last = seqs[-1] if seqs else (ws.events[-1].seq if ws.events else None)
+            reserved: int | None = None
+            release = False
             if last is not None:
+                # The write raises the durable sequence reservation with the log.
+                own = [p for p in ws.update_runs if p.id == self.run_id and p.lease]
+                release = any(p.release_lease for p in own)
+                reservation = self.sink.reservation(last, release=release)
+                reserved = reservation if own else None
                 ws.update_runs = [
-                    replace(p, last_seq=last) if p.id == self.run_id and p.lease else p
+                    replace(p, last_seq=last, reserved_seq=reservation)
+                    if p.id == self.run_id and p.lease
+                    else p
                     for p in ws.update_runs
                 ]
             ws.notify.append(services.signals.note_run(self.run_id))
             if runnable:
                 ws.notify.append(services.signals.note_runnable())
+            # Named before the commit so the same hint reaches watchers in other
+            # processes (NOTIFY on commit) as the ones in this one.
+            hint = None
+            if kinds:
+                visible = tuple(m.id for m in ws.append_messages if m.visible_transcript)
+                hint = ThreadHint(self._thread_id, kinds, visible)
+                ws.notify.append(services.signals.note_thread(hint))
 
             def events_after(result: CommitResult) -> list[NewEvent]:
                 payloads = after(result) if after is not None else []
@@ -324,12 +340,8 @@ class Transitions:
                 self.sink.restore(pending, seqs)
                 raise
         if last is not None:
-            self.sink.mark_durable(last)
+            self.sink.mark_durable(last, reserved=reserved, release=release)
         self.sink.published(built)
-        hint = None
-        if kinds:
-            visible = tuple(m.id for m in result.messages if m.visible_transcript)
-            hint = ThreadHint(self._thread_id, kinds, visible)
         # Wake local runners only when the transition made a queued run active.
         promoted = runnable and result.thread is not None and bool(result.thread.active_run_id)
         services.after_commit(hint=hint, runnable=promoted)

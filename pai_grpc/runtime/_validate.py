@@ -17,6 +17,9 @@ from pai_grpc.domain import (
 from pai_grpc.errors import FieldViolation, InvalidArgument
 from storage import InvalidJson, check_strict_json
 
+#: Versions are BIGINT columns.
+MAX_VERSION = 2**63 - 1
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -28,6 +31,8 @@ class Limits:
     default_page_size: int = 50
     max_page_size: int = 1000
     max_request_id_length: int = 200
+    #: The runs.reason column holds 200 characters.
+    max_reason_length: int = 200
 
 
 def json_size(value: object) -> int:
@@ -73,10 +78,27 @@ def check_json_object(v: Violations, field: str, value: JsonObject, limits: Limi
         v.add(field, f"exceeds {limits.max_metadata_bytes} bytes")
 
 
+def check_text(v: Violations, field: str, value: str, max_length: int) -> None:
+    """A stored string: at most ``max_length`` characters, no U+0000 (PostgreSQL cannot hold it).
+
+    The gRPC layer already rejects U+0000 in every request string; this keeps
+    the rule for callers of the runtime that do not come through gRPC.
+    """
+    if len(value) > max_length:
+        v.add(field, f"exceeds {max_length} characters")
+    elif "\x00" in value:
+        v.add(field, "contains U+0000 (NUL), which cannot be stored")
+
+
 def check_request_id(v: Violations, value: str, limits: Limits) -> None:
     """An optional idempotency key of bounded length."""
-    if len(value) > limits.max_request_id_length:
-        v.add("request_id", f"exceeds {limits.max_request_id_length} characters")
+    check_text(v, "request_id", value, limits.max_request_id_length)
+
+
+def check_reason(v: Violations, value: str | None, limits: Limits) -> None:
+    """An optional human-readable reason (e.g. of a cancellation) of bounded length."""
+    if value is not None:
+        check_text(v, "reason", value, limits.max_reason_length)
 
 
 def check_user_parts(v: Violations, parts: Sequence[MessagePart], limits: Limits) -> None:
@@ -135,7 +157,8 @@ def parse_etag(v: Violations, etag: str) -> int | None:
     if raw.startswith("W/"):
         raw = raw[2:]
     raw = raw.strip('"')
-    if not raw.isdigit():
+    # ASCII digits only ("²".isdigit() is true), and no more than a BIGINT version holds.
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19 or int(raw) > MAX_VERSION:
         v.add("etag", "is not an etag issued by this service")
         return None
     return int(raw)

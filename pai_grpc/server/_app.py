@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from pai.v1 import admin_service_pb2_grpc, run_service_pb2_grpc, thread_service_pb2_grpc
 from pai_grpc.config import Settings
 from pai_grpc.runtime import AgentRegistry, Runner, Runtime
 from pai_grpc.server._admin import AdminService
+from pai_grpc.server._decode import add_guarded
+from pai_grpc.server._reflection import enable_reflection
 from pai_grpc.server._runs import RunService
 from pai_grpc.server._scope import ScopeResolver
 from pai_grpc.server._threads import ThreadService
@@ -21,16 +23,18 @@ from storage import Store, check_schema
 
 log = logging.getLogger("pai_grpc.server")
 
-#: The contract's services, as listed by reflection.
+#: The contract services this port serves, as listed by reflection. The plugin and
+#: tool contracts (LifecyclePluginService, HookHostService, ToolService) are served
+#: by plugins and tool servers, never here, so reflection does not list them.
 SERVICE_NAMES = (
     "pai.v1.ThreadService",
     "pai.v1.RunService",
     "pai.v1.AdminService",
-    "pai.v1.LifecyclePluginService",
-    "pai.v1.HookHostService",
-    "pai.v1.ToolService",
 )
 MAX_MESSAGE_BYTES = 16 << 20
+#: How often health probes the database while it is up, and while it is down.
+PROBE_UP_SECONDS = 2.0
+PROBE_DOWN_SECONDS = 0.25
 
 
 async def _until_signal() -> None:
@@ -56,16 +60,22 @@ class App:
         self.store = store or Store.open(settings.database_url)
         self.runtime = Runtime(self.store, agents)
         self.runtime.services.lease_seconds = settings.lease_seconds
+        self.runtime.services.bound_memory(
+            run_event_buffer_bytes=settings.run_event_buffer_bytes,
+            context_cache_bytes=settings.context_cache_bytes,
+        )
         self.scopes = ScopeResolver(settings.tokens, admin_tokens=settings.admin_tokens)
         self.runner: Runner | None = None
         self.health = health.aio.HealthServicer()
         self.server: grpc.aio.Server | None = None
         self.port = 0
+        self._monitor: asyncio.Task[None] | None = None
+        self._availability = asyncio.Event()
 
     async def start(self) -> int:
         """Check the schema, start the runner and the server; return the bound port."""
         await check_schema(self.store)
-        # Register every contract file so reflection can describe all six services.
+        # Register every contract file so clients can fetch any contract descriptor.
         from pai.v1 import (  # noqa: F401
             admin_service_pb2,
             hook_host_service_pb2,
@@ -88,40 +98,59 @@ class App:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        thread_service_pb2_grpc.add_ThreadServiceServicer_to_server(
-            ThreadService(self.runtime, self.scopes), server
+        # Guarded: an undecodable request is INVALID_ARGUMENT with ErrorInfo, never UNKNOWN.
+        add_guarded(
+            thread_service_pb2_grpc.add_ThreadServiceServicer_to_server,
+            ThreadService(self.runtime, self.scopes),
+            server,
         )
-        run_service_pb2_grpc.add_RunServiceServicer_to_server(
-            RunService(self.runtime, self.scopes), server
+        add_guarded(
+            run_service_pb2_grpc.add_RunServiceServicer_to_server,
+            RunService(self.runtime, self.scopes),
+            server,
         )
-        admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminService(self.runtime, self.scopes), server
+        add_guarded(
+            admin_service_pb2_grpc.add_AdminServiceServicer_to_server,
+            AdminService(self.runtime, self.scopes),
+            server,
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        reflection.enable_server_reflection(
-            (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
+        enable_reflection((*SERVICE_NAMES, health.SERVICE_NAME), server)
         self.port = server.add_insecure_port(self.settings.address)
         if self.port == 0:
             raise OSError(f"cannot listen on {self.settings.address}")
         await server.start()
         self.server = server
-        for name in ("", *SERVICE_NAMES[:3]):
+        for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        if self.store.dialect == "postgresql":
+            self.store.engines.on_availability(lambda _available: self._availability.set())
+            self._monitor = asyncio.create_task(self._watch_database(), name="database health")
         log.info("serving pai.v1 on %s (port %d)", self.settings.address, self.port)
         return self.port
 
     async def stop(self, grace: float | None = None) -> None:
         """Drain gracefully: report NOT_SERVING, stop accepting, finish or hand back runs."""
         grace = self.settings.grace_seconds if grace is None else grace
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
         log.info("draining (grace %.1fs)", grace)
+        if self._monitor is not None:
+            self._monitor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._monitor
+        # Health first, so balancers stop routing here.
         await self.health.enter_graceful_shutdown()
-        tasks = []
         if self.runner is not None:
-            tasks.append(self.runner.stop(grace))
+            # The port stays open while in-flight runs finish: their streams keep
+            # flowing, health checks answer NOT_SERVING instead of a refused
+            # connection, and new requests are still served (a new run is left
+            # runnable for other runners, as this one claims nothing more).
+            await self.runner.stop(grace)
         if self.server is not None:
-            tasks.append(self.server.stop(grace))
-        await asyncio.gather(*tasks)
+            # Then refuse new calls; calls in flight get what is left of the grace
+            # (at least a moment, so finished runs' streams deliver their last events).
+            await self.server.stop(max(deadline - loop.time(), min(grace, 1.0)))
         await self.runtime.services.signals.close()
         await self.store.close()
         log.info("drained; bye")
@@ -131,6 +160,36 @@ class App:
         await self.start()
         await _until_signal()
         await self.stop()
+
+    async def _watch_database(self) -> None:
+        """Keep health in step with the database: NOT_SERVING while it cannot be reached.
+
+        Requests and runs report what they see at once (``on_availability``);
+        probes find an outage, and the database's return, without traffic.
+        """
+        engines = self.store.engines
+        serving = True
+        while True:
+            if engines.available != serving:
+                serving = engines.available
+                status = (
+                    health_pb2.HealthCheckResponse.SERVING
+                    if serving
+                    else health_pb2.HealthCheckResponse.NOT_SERVING
+                )
+                for name in ("", *SERVICE_NAMES):
+                    await self.health.set(name, status)
+                if serving:
+                    log.info("health: SERVING (the database is back)")
+                else:
+                    log.warning("health: NOT_SERVING (the database is unreachable)")
+            self._availability.clear()
+            interval = PROBE_UP_SECONDS if serving else PROBE_DOWN_SECONDS
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._availability.wait(), interval)
+            if not self._availability.is_set():
+                with contextlib.suppress(Exception):  # the outcome lands in engines.available
+                    await self.store.now()
 
 
 class RunnerProcess:
@@ -142,6 +201,10 @@ class RunnerProcess:
         self.settings = settings
         self.store = store or Store.open(settings.database_url)
         self.runtime = Runtime(self.store, agents)
+        self.runtime.services.bound_memory(
+            run_event_buffer_bytes=settings.run_event_buffer_bytes,
+            context_cache_bytes=settings.context_cache_bytes,
+        )
         self.runner = Runner(
             self.runtime.services,
             concurrency=settings.runner_concurrency,

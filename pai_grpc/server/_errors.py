@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar, cast
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -24,6 +24,8 @@ from storage import errors as storage_errors
 log = logging.getLogger("pai_grpc.server")
 
 DOMAIN = "pai.v1"
+#: The back-off suggested to clients with UNAVAILABLE (RetryInfo).
+_RETRY_DELAY = duration_pb2.Duration(seconds=1)
 
 _CODES: list[tuple[type[BaseException], int]] = [
     (errors.InvalidArgument, code_pb2.INVALID_ARGUMENT),
@@ -72,6 +74,12 @@ def to_pai_error(exc: BaseException) -> errors.PaiError:
             return errors.InvalidArgument.field("page_token", str(exc), reason="INVALID_PAGE_TOKEN")
         case storage_errors.StateConflict():
             return errors.FailedPrecondition(str(exc), reason="STATE_CONFLICT")
+        case storage_errors.Unavailable():
+            # Retryable: nothing was written, or (ambiguous) a retry with the same
+            # request_id replays the outcome instead of repeating it.
+            return errors.Unavailable(
+                "the database is unavailable; retry shortly", reason="DATABASE_UNAVAILABLE"
+            )
         case ValueError():
             return errors.InvalidArgument(str(exc), _violations_from_value_error(exc))
         case _:
@@ -87,6 +95,8 @@ def to_status(exc: BaseException) -> grpc.Status:
             error_details_pb2.ErrorInfo(reason=err.reason, domain=DOMAIN, metadata=err.metadata)
         )
     ]
+    if isinstance(err, errors.Unavailable):
+        details.append(_packed(error_details_pb2.RetryInfo(retry_delay=_RETRY_DELAY)))
     if isinstance(err, errors.InvalidArgument) and err.violations:
         details.append(
             _packed(

@@ -16,6 +16,7 @@ from pai_grpc.errors import InvalidArgument
 from pai_grpc.runtime import Resolution, Runtime
 from pai_grpc.server._errors import Context, fill_unimplemented, guarded
 from pai_grpc.server._scope import ScopeResolver
+from storage import InvalidJson
 
 
 class RunService(pb_grpc.RunServiceServicer):
@@ -88,7 +89,11 @@ def resolution_from_proto(request: pb.ResolvePendingActionRequest) -> Resolution
                 result = request.tool_result
                 if result.WhichOneof("result") == "error_text":
                     return Resolution(kind="tool_result", error_text=result.error_text)
-                output = value_from_proto(result.output) if result.HasField("output") else None
+                output = (
+                    value_from_proto(result.output, path="tool_result.output")
+                    if result.HasField("output")
+                    else None
+                )
                 return Resolution(kind="tool_result", output=output)
             case "approval":
                 decision = request.approval
@@ -98,8 +103,10 @@ def resolution_from_proto(request: pb.ResolvePendingActionRequest) -> Resolution
                     reason=decision.reason if decision.HasField("reason") else None,
                 )
             case "data":
-                return Resolution(kind="data", data=value_from_proto(request.data))
+                return Resolution(kind="data", data=value_from_proto(request.data, path="data"))
     except ValueError as e:
+        if isinstance(e.__cause__, InvalidJson):  # name the offending value, not the oneof
+            raise InvalidArgument.field(e.__cause__.path, e.__cause__.detail) from e
         raise InvalidArgument.field("resolution", str(e)) from e
     raise InvalidArgument.field(
         "resolution", "set one of tool_result, approval or data", reason="MISSING_RESOLUTION"

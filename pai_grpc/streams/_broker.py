@@ -16,8 +16,28 @@ from collections.abc import Iterator
 
 from pai_grpc.domain import RunEvent
 
-#: Events kept in memory per executing run; older ones are read from the log.
-CHANNEL_WINDOW = 20_000
+#: Bytes of events kept in memory per executing run (default); older ones are
+#: read from the log. Events not yet durable are always kept.
+CHANNEL_WINDOW_BYTES = 1 << 20
+#: Approximate per-event memory besides its text (objects, timestamps, deque slot).
+EVENT_OVERHEAD_BYTES = 400
+
+
+def event_size(event: RunEvent) -> int:
+    """Approximate memory of one event: text deltas dominate, counted by length.
+
+    Other events (messages, tool results, statuses) are few per step and are
+    measured by their JSON size.
+    """
+    payload = event.payload
+    chunk = getattr(payload, "chunk", None)
+    if chunk is not None:
+        piece = getattr(chunk, "text", None)
+        if piece is None:
+            piece = getattr(chunk, "delta", None)
+        if isinstance(piece, str):
+            return EVENT_OVERHEAD_BYTES + len(piece)
+    return EVENT_OVERHEAD_BYTES + len(payload.model_dump_json())
 
 
 class _Signal:
@@ -41,7 +61,9 @@ class _Signal:
 class RunChannel:
     """Live events of one execution of one run."""
 
-    def __init__(self, run_id: str, first_seq: int) -> None:
+    def __init__(
+        self, run_id: str, first_seq: int, *, window_bytes: int = CHANNEL_WINDOW_BYTES
+    ) -> None:
         self.run_id = run_id
         #: Sequence number of the oldest event kept in memory.
         self.first_seq = first_seq
@@ -50,24 +72,39 @@ class RunChannel:
         self.closed = False
         #: The execution lost its lease: unflushed events will never be durable.
         self.aborted = False
-        self._events: deque[RunEvent] = deque()
+        self.window_bytes = window_bytes
+        #: Approximate bytes of the kept events.
+        self.size = 0
+        self._events: deque[tuple[RunEvent, int]] = deque()
         self.signal = _Signal()
 
     def publish(self, event: RunEvent) -> None:
         """Deliver an event to every subscriber now."""
-        self._events.append(event)
-        if len(self._events) > CHANNEL_WINDOW:
-            dropped = self._events.popleft()
-            self.first_seq = dropped.seq + 1
+        size = event_size(event)
+        self._events.append((event, size))
+        self.size += size
+        self._trim()
         self.signal.fire()
 
     def mark_durable(self, seq: int) -> None:
         """Record that events up to ``seq`` are in the chunk log."""
         self.durable_seq = max(self.durable_seq, seq)
+        self._trim()
+
+    def _trim(self) -> None:
+        # Only durable events leave memory: a reader behind the window always
+        # finds what it missed in the log.
+        events = self._events
+        while self.size > self.window_bytes and events and events[0][0].seq <= self.durable_seq:
+            dropped, size = events.popleft()
+            self.size -= size
+            self.first_seq = dropped.seq + 1
 
     def since(self, seq: int) -> Iterator[RunEvent]:
         """Kept events with a sequence number above ``seq``."""
-        for event in list(self._events):
+        if not self._events or self._events[-1][0].seq <= seq:
+            return
+        for event, _ in list(self._events):
             if event.seq > seq:
                 yield event
 
@@ -79,14 +116,16 @@ class RunChannel:
 class Broker:
     """Per-process registry of run channels and run wake-ups."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, window_bytes: int = CHANNEL_WINDOW_BYTES) -> None:
+        #: Bytes of events each executing run keeps in memory.
+        self.window_bytes = window_bytes
         self._channels: dict[str, RunChannel] = {}
         self._signals: dict[str, _Signal] = {}
         self._waiters: dict[str, int] = {}
 
     def open(self, run_id: str, first_seq: int) -> RunChannel:
         """Start a channel for an execution beginning at ``first_seq``."""
-        channel = RunChannel(run_id, first_seq)
+        channel = RunChannel(run_id, first_seq, window_bytes=self.window_bytes)
         self._channels[run_id] = channel
         self.notify(run_id)
         return channel

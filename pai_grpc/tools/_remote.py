@@ -3,7 +3,10 @@
 The runtime side (:class:`RemoteToolServer`) lists a server's tools at start-up
 and calls ExecuteTool for each call; an error status is an exception (source
 ``throw``), a ``failure`` answer is ``ctx.fail``, a ``suspend`` answer waits
-for a human. :func:`serve_tools` hosts Python tools as a ToolService.
+for a human. An answer the runtime cannot use (undecodable, no result, a
+suspend kind other than approval or data) is a tool protocol error, treated
+like an error status: the call gets an error result with source ``throw``,
+never a silent default. :func:`serve_tools` hosts Python tools as a ToolService.
 """
 
 from __future__ import annotations
@@ -30,10 +33,11 @@ from pai_grpc.tools._validate import InvalidToolInput, parse_input
 
 log = logging.getLogger("pai_grpc.tools")
 
-_KINDS = {
+_KINDS: dict[SuspendKind, runs_pb2.PendingActionKind] = {
     "approval": runs_pb2.PENDING_ACTION_KIND_APPROVAL,
     "data": runs_pb2.PENDING_ACTION_KIND_DATA,
 }
+_SUSPEND_KINDS: dict[int, SuspendKind] = {wire: kind for kind, wire in _KINDS.items()}
 
 
 class RemoteToolError(Exception):
@@ -98,6 +102,9 @@ class RemoteToolServer:
         except grpc.aio.AioRpcError as e:
             # An error status is the remote equivalent of an exception (source throw).
             raise RemoteToolError(f"{e.code().name}: {e.details()}") from e
+        if response is None:
+            # grpc.aio hands back None for bytes that do not parse as the reply.
+            raise self._protocol_error(name, "the answer does not decode as ExecuteToolResponse")
         match response.WhichOneof("result"):
             case "output":
                 return value_from_proto(response.output)
@@ -109,11 +116,13 @@ class RemoteToolServer:
                 )
                 raise ToolFailed(response.failure.message, data)
             case "suspend":
-                kind: SuspendKind = (
-                    "data"
-                    if response.suspend.kind == runs_pb2.PENDING_ACTION_KIND_DATA
-                    else "approval"
-                )
+                kind = _SUSPEND_KINDS.get(response.suspend.kind)
+                if kind is None:
+                    raise self._protocol_error(
+                        name,
+                        f"unknown suspend kind {_kind_name(response.suspend.kind)} "
+                        "(approval or data)",
+                    )
                 request_value = (
                     value_from_proto(response.suspend.request)
                     if response.suspend.HasField("request")
@@ -121,7 +130,20 @@ class RemoteToolServer:
                 )
                 raise ToolSuspended(response.suspend.name or kind, kind, request_value)
             case _:
-                return None
+                raise self._protocol_error(
+                    name, "an answer with no result (output, failure or suspend)"
+                )
+
+    def _protocol_error(self, tool: str, detail: str) -> RemoteToolError:
+        """An answer that breaks the ToolService contract (an exception, source throw)."""
+        return RemoteToolError(f"tool server {self.name!r} ({tool}): protocol error: {detail}")
+
+
+def _kind_name(value: int) -> str:
+    try:
+        return str(runs_pb2.PendingActionKind.Name(value))
+    except ValueError:
+        return str(value)
 
 
 def _entry_to_proto(ctx: ToolContext) -> tools_pb2.ToolExecutionEntry:

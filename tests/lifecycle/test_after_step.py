@@ -20,7 +20,13 @@ from pai.v1 import run_service_pb2, runs_pb2
 from pai.v1 import thread_service_pb2 as tpb
 from pai_grpc.config import Settings
 from pai_grpc.domain import (
+    AssistantModelMessage,
     FinishStepChunk,
+    ModelReasoningPart,
+    ModelSettings,
+    ReasoningDeltaChunk,
+    ReasoningEndChunk,
+    ReasoningStartChunk,
     SystemModelMessage,
     TextDeltaChunk,
     TextEndChunk,
@@ -31,15 +37,20 @@ from pai_grpc.domain import (
     ToolPart,
     ToolResultChunk,
 )
+from pai_grpc.errors import ModelError
 from pai_grpc.lifecycle import (
     AfterStepInput,
     AssistantResponse,
     Complete,
+    ModelCallPatch,
+    ModelFallback,
+    ModelStepRequest,
+    ModelStepStreamResult,
     NextStep,
     Respond,
     lifecycle,
 )
-from pai_grpc.models import ModelCall, ScriptedModel, tool_call_step
+from pai_grpc.models import ModelCall, ScriptedModel, text_step, tool_call_step
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.server import RunnerProcess
 from pai_grpc.testing import migrated_store
@@ -546,3 +557,95 @@ async def test_lease_loss_drops_the_overlay(database_url: str, hooks_mode: str) 
         recovered_call = [*other_model.calls, *model.calls[2:]][0]
         assert has_results(recovered_call)
         assert notes(recovered_call) == []
+
+
+# ---- the request after_step sees: the one the provider received ----------------------
+
+
+def reasoning_step(thought: str, answer: str) -> list[Any]:
+    """A step that reasons before answering."""
+    return [
+        ReasoningStartChunk(id="r"),
+        ReasoningDeltaChunk(id="r", text=thought),
+        ReasoningEndChunk(id="r"),
+        *text_step(answer),
+    ]
+
+
+def thoughts(messages: list[Any]) -> list[str]:
+    """The reasoning texts in model messages."""
+    return [
+        p.text
+        for m in messages
+        if isinstance(m, AssistantModelMessage)
+        for p in m.content
+        if isinstance(p, ModelReasoningPart)
+    ]
+
+
+@pytest.mark.rule("CFG-01")
+@pytest.mark.rule("RSN-04")
+async def test_after_step_sees_the_request_the_provider_received(
+    database_url: str, hooks_mode: str
+) -> None:
+    primary = ScriptedModel(["never"])
+    routed = ScriptedModel(
+        [reasoning_step("first thought", "one"), reasoning_step("second thought", "two")],
+        model_id="routed",
+    )
+    before_call: list[list[str]] = []
+    seen: list[AfterStepInput] = []
+
+    async def around(request: ModelStepRequest, next: Any) -> ModelStepStreamResult:
+        before_call.append(thoughts(request.messages))
+        patch = ModelCallPatch(
+            model=routed, instructions="CALL", model_settings=ModelSettings(seed=3)
+        )
+        return await next(patch)  # type: ignore[no-any-return]
+
+    hooks = lifecycle("route", around_model_call=around, after_step=at_step({}, seen))
+    async with harness(
+        database_url,
+        hooks,
+        model=primary,
+        models=[routed],
+        instructions="agent",
+        model_settings=ModelSettings(temperature=0.1),
+        mode=hooks_mode,
+    ) as h:
+        thread_id, first = await h.ask("one")
+        _, second = await h.ask("two", thread_id)
+        assert (first.status, second.status) == ("completed", "completed")
+    assert primary.calls == []
+    assert len(routed.calls) == 2
+    for after, call in zip(seen, routed.calls, strict=True):
+        request = after.request
+        assert request is not None
+        # The aroundModelCall route, not the request as prepared for the step.
+        assert (request.model.provider, request.model.model_id) == ("scripted", "routed")
+        assert [m.content for m in request.instructions] == ["CALL"]
+        assert request.model_settings == ModelSettings(seed=3) == call.settings
+        assert [m.role for m in request.messages] == [m.role for m in call.messages]
+    # The wrapper saw the earlier turn's reasoning; the provider did not, and neither
+    # does the request reported after the call (RSN-04: only the attempt is pruned).
+    assert before_call[1] == ["first thought"]
+    assert thoughts(routed.calls[1].messages) == []
+    assert seen[1].request is not None
+    assert thoughts(seen[1].request.messages) == []
+
+
+@pytest.mark.rule("CFG-01")
+async def test_after_step_reports_the_model_fallback_route(
+    database_url: str, hooks_mode: str
+) -> None:
+    primary = ScriptedModel([ModelError("overloaded", reason="PROVIDER_OVERLOADED")])
+    backup = ScriptedModel(["from the backup"], model_id="backup")
+    seen: list[AfterStepInput] = []
+    hooks = [ModelFallback(backup), lifecycle("observe", after_step=at_step({}, seen))]
+    async with harness(database_url, hooks, model=primary, models=[backup], mode=hooks_mode) as h:
+        _, done = await h.ask("hi")
+        assert done.status == "completed"
+        assert done.text == "from the backup"
+    (after,) = seen
+    assert after.request is not None
+    assert (after.request.model.provider, after.request.model.model_id) == ("scripted", "backup")

@@ -433,16 +433,14 @@ ui_data = { progress = { type = "object", required = ["pct"] } }
 async def test_bad_lifecycle_config_fails_at_start_up(
     tmp_path: Path, entry: str, message: str
 ) -> None:
-    from pai_grpc._agents_setup import load_agents
 
     config = tmp_path / "pai.toml"
     config.write_text(
         f'[agents.helper]\nmodel = "offline"\n\n[[agents.helper.lifecycle]]\n{entry}\n'
     )
     settings = Settings(config_path=str(config), offline_chunk_delay=0)
-    settings.load_file(config)
     with pytest.raises(ConfigError, match=message):
-        await load_agents(settings)
+        await _start_up(settings, config)
 
 
 async def test_a_bad_contract_schema_fails_at_start_up(tmp_path: Path) -> None:
@@ -456,3 +454,14 @@ async def test_a_bad_contract_schema_fails_at_start_up(tmp_path: Path) -> None:
     settings.load_file(config)
     with pytest.raises(ConfigError, match="not a valid JSON Schema"):
         await load_agents(settings)
+
+
+async def _start_up(settings: Settings, config: Path) -> None:
+    """What a process does at start-up: read the file, then connect what it declares.
+
+    A mistake is refused by whichever of the two first notices it.
+    """
+    from pai_grpc._agents_setup import load_agents
+
+    settings.load_file(config)
+    await load_agents(settings)

@@ -515,6 +515,35 @@ async def test_each_wrapper_gets_the_complete_request_after_outer_patches(
     assert call.provider_options == {"scripted": {"inner": True}}
 
 
+@pytest.mark.rule("AMC-01")
+async def test_next_accepts_a_plain_step_patch(database_url: str, hooks_mode: str) -> None:
+    # ModelCallPatch is ModelStepPatch & {signal}: a step patch is a valid call patch.
+    agent_model = ScriptedModel(["from the agent model"])
+    routed = ScriptedModel(["from the routed model"], model_id="routed")
+
+    async def around(request: ModelStepRequest, next: Any) -> ModelStepStreamResult:
+        patch = ModelStepPatch(model=routed, instructions="STEP", tools=[other.manifest()])
+        return await next(patch)  # type: ignore[no-any-return]
+
+    async with harness(
+        database_url,
+        lifecycle("route", around_model_call=around),
+        model=agent_model,
+        models=[routed],
+        tools=[lookup, other],
+        model_settings=ModelSettings(temperature=0.1),
+        mode=hooks_mode,
+    ) as h:
+        thread_id, done = await h.ask("hi")
+        assert done.status == "completed"
+        assert (await h.transcript(thread_id))[-1] == ("assistant", "from the routed model")
+    assert agent_model.calls == []
+    (call,) = routed.calls
+    assert instructions(call) == ["STEP"]
+    assert [t.name for t in call.tools] == ["other"]
+    assert call.settings == ModelSettings()  # a fresh route, as for a call patch
+
+
 # ---- AMC-02 --------------------------------------------------------------------------
 
 

@@ -40,6 +40,9 @@ from pai_grpc.lifecycle import (
     AgentContract,
     AssistantResponse,
     Block,
+    ModelCallPatch,
+    ModelStepRequest,
+    ModelStepStreamResult,
     Respond,
     StepAbort,
     TransformStepStreamInput,
@@ -590,3 +593,40 @@ async def test_text_synthesised_by_lifecycle_responses_has_ids(
             ids = [c.id for c in texts]  # type: ignore[attr-defined]
             assert ids[0] == ids[1] == ids[2] != ids[3] == ids[4] == ids[5]
             assert await h.transcript(thread_id) == [("user", "hi"), ("assistant", "onetwo")]
+
+
+# ---- the transform's input: the attempt whose stream it transforms -------------------
+
+
+@pytest.mark.rule("CFG-01")
+async def test_the_transform_input_is_the_request_of_the_attempt_it_transforms(
+    database_url: str, hooks_mode: str
+) -> None:
+    primary = ScriptedModel(["from the primary"])
+    routed = ScriptedModel(["from the routed model"], model_id="routed")
+    inputs: list[ModelStepRequest] = []
+
+    async def around(request: ModelStepRequest, next: Any) -> ModelStepStreamResult:
+        chosen = await next(ModelCallPatch(model=routed, instructions="CALL"))
+        await next(ModelCallPatch(instructions="ABANDONED"))  # started, then dropped
+        return chosen  # type: ignore[no-any-return]
+
+    def observe(i: TransformStepStreamInput) -> AsyncIterator[StepStreamChunk]:
+        assert i.input is not None
+        assert i.stream is not None
+        inputs.append(i.input)
+        return i.stream
+
+    hooks = lifecycle("route", around_model_call=around, transform_step_stream=observe)
+    async with harness(
+        database_url, hooks, model=primary, models=[routed], instructions="agent", mode=hooks_mode
+    ) as h:
+        thread_id, done = await h.ask("hi")
+        assert done.status == "completed"
+        assert (await h.transcript(thread_id))[-1] == ("assistant", "from the routed model")
+    (call,) = routed.calls
+    assert [m.content for m in primary.calls[0].instructions] == ["ABANDONED"]
+    (request,) = inputs
+    assert (request.model.provider, request.model.model_id) == ("scripted", "routed")
+    assert [m.content for m in request.instructions] == ["CALL"]
+    assert [m.role for m in request.messages] == [m.role for m in call.messages]

@@ -45,6 +45,7 @@ from pai_grpc.lifecycle import (
     Continue,
     ModelCallPatch,
     ModelStepPatch,
+    ModelStepStreamResult,
     Reject,
     ReplaceInput,
     ReplaceMessage,
@@ -643,6 +644,12 @@ async def test_mutating_the_tool_list_after_next_cannot_widen_authority(
         assert isinstance(results(model.calls[-1])["s"], ErrorTextOutput)
 
 
+async def rewrapped(stream: AsyncIterator[StepStreamChunk]) -> AsyncIterator[StepStreamChunk]:
+    """A newly wrapped stream: the runtime cannot tell which attempt it came from."""
+    async for chunk in stream:
+        yield chunk
+
+
 @pytest.mark.rule("TV-05")
 async def test_with_several_attempts_a_tool_needs_every_attempt_to_advertise_it(
     database_url: str, hooks_mode: str
@@ -650,7 +657,8 @@ async def test_with_several_attempts_a_tool_needs_every_attempt_to_advertise_it(
     async def twice(request: Any, next: Any) -> Any:
         first = await next(ModelCallPatch(tools=[weather.manifest(), secret.manifest()]))
         await next(ModelCallPatch(tools=[weather.manifest()]))
-        return first  # a stream whose source request cannot be told apart
+        # A stream whose source request cannot be identified: fail closed.
+        return ModelStepStreamResult(stream=rewrapped(first.stream))
 
     model = then_answer(
         tool_call_step(("w", "weather", {"city": "Oslo"}), ("s", "secret", {"city": "x"}))
@@ -667,6 +675,40 @@ async def test_with_several_attempts_a_tool_needs_every_attempt_to_advertise_it(
         assert [t.name for t in model.calls[0].tools] == ["weather", "secret"]
         assert executed == [("weather", "Oslo")]
         assert isinstance(results(model.calls[-1])["s"], ErrorTextOutput)
+
+
+@pytest.mark.rule("TV-05")
+@pytest.mark.parametrize("returned", ["second", "first"])
+async def test_an_attempt_returned_unchanged_keeps_its_own_tool_list(
+    database_url: str, hooks_mode: str, returned: str
+) -> None:
+    both = [weather.manifest(), secret.manifest()]
+    narrow = [weather.manifest()]
+
+    async def retry(request: Any, next: Any) -> Any:
+        # The returned attempt advertised both tools; the other one only weather.
+        if returned == "second":
+            await next(ModelCallPatch(tools=narrow))  # abandoned
+            return await next(ModelCallPatch(tools=both))
+        first = await next(ModelCallPatch(tools=both))
+        await next(ModelCallPatch(tools=narrow))  # abandoned
+        return first
+
+    model = then_answer(
+        tool_call_step(("w", "weather", {"city": "Oslo"}), ("s", "secret", {"city": "x"}))
+    )
+    async with harness(
+        database_url,
+        lifecycle("retry", around_model_call=retry),
+        model=model,
+        tools=[weather, secret],
+        mode=hooks_mode,
+    ) as h:
+        _, done = await h.ask("go")
+        assert done.status == "completed"
+        # The returned stream is identifiably that attempt's: its snapshot is authoritative.
+        assert sorted(executed) == [("secret", "x"), ("weather", "Oslo")]
+        assert results(model.calls[-1])["s"] == JsonOutput(value="classified")
 
 
 @pytest.mark.rule("TV-05")

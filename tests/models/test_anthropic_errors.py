@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 
 import anthropic
@@ -34,6 +33,7 @@ from pai_grpc.models.anthropic import (
     anthropic_model_from_env,
 )
 from tests.models._support import API_KEY, MODEL_ID, collect, finish_step, user_call
+from tests.processes import free_port
 
 B0 = f"{DEFAULT_MESSAGE_ID}:0"
 #: A retry-after the SDK honours, so retried tests do not back off for real.
@@ -62,13 +62,6 @@ async def fail(
     with pytest.raises(ModelError) as info:
         await run()
     return info.value, chunks
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
 
 
 async def test_connection_refused_is_a_retryable_connection_error() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from pai_grpc.models.anthropic import AnthropicModel
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.testing import serve_in_process
 from pai_grpc.tools import tool
+from tests.processes import free_port
 from tests.runtime.support import collect, kinds, new_thread, send, transcript, wait_run
 
 API_KEY = "sk-ant-test"
@@ -118,18 +118,12 @@ async def test_an_overloaded_stream_fails_the_run_with_the_provider_reason(
         assert len(fake.requests) == 1  # never retried once the stream had started
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.slow
 async def test_serve_answers_with_claude_when_an_api_key_is_set(tmp_path: Path) -> None:
     exe = [sys.executable, "-m", "pai_grpc.cli"]
     async with FakeAnthropic(api_key=API_KEY) as fake:
         fake.script(reply(text_block("Hello from the fake Claude.")))
-        address = f"127.0.0.1:{_free_port()}"
+        address = f"127.0.0.1:{free_port()}"
         env = {
             **os.environ,
             "PAI_DATABASE_URL": f"sqlite:///{tmp_path / 'claude.db'}",

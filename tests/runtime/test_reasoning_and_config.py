@@ -203,11 +203,20 @@ approval = ["search"]
     ],
 )
 async def test_misconfiguration_fails_at_start_up(tmp_path: Path, body: str, message: str) -> None:
-    from pai_grpc._agents_setup import load_agents
 
     config = tmp_path / "pai.toml"
     config.write_text(body)
     settings = Settings(config_path=str(config))
-    settings.load_file(config)
     with pytest.raises(ConfigError, match=message):
-        await load_agents(settings)
+        await _start_up(settings, config)
+
+
+async def _start_up(settings: Settings, config: Path) -> None:
+    """What a process does at start-up: read the file, then connect what it declares.
+
+    A mistake is refused by whichever of the two first notices it.
+    """
+    from pai_grpc._agents_setup import load_agents
+
+    settings.load_file(config)
+    await load_agents(settings)

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -27,6 +23,7 @@ from pai_grpc.server import RunnerProcess
 from pai_grpc.testing import migrated_store, serve_in_process
 from storage._schema import runs
 from tests.conftest import POSTGRES_URL, private_schema
+from tests.processes import Processes
 from tests.runtime.support import collect, kinds, new_thread, send, text, transcript, wait_run
 
 SLOW = " ".join(f"w{i}" for i in range(60))
@@ -65,7 +62,10 @@ async def test_a_runner_that_lost_its_lease_writes_nothing_more(database_url: st
             events = await collect(srv, handle.run_id)
             assert "abort" in kinds(events)  # readers are told to drop the lost partial step
             assert kinds(events)[-1] == "status:completed"
-            assert [e.seq for e in events] == list(range(1, len(events) + 1))
+            # Strictly increasing; the recovered attempt starts above every number
+            # the lost one may have published live (the log skips the rest).
+            seqs = [e.seq for e in events]
+            assert seqs == sorted(set(seqs))
             record = await srv.store.get_run("default", handle.run_id)
             assert record is not None
             assert record.step_count == 1
@@ -74,43 +74,6 @@ async def test_a_runner_that_lost_its_lease_writes_nothing_more(database_url: st
 
 
 # ---- separate processes on PostgreSQL ---------------------------------------
-
-EXE = [sys.executable, "-m", "pai_grpc.cli"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Processes:
-    """Server and runner processes sharing one PostgreSQL schema."""
-
-    def __init__(self, tmp: Path, url: str) -> None:
-        self.tmp = tmp
-        self.url = url
-        self.address = f"127.0.0.1:{free_port()}"
-        self.config = tmp / "pai.toml"
-        self.config.write_text("[runner]\nlease_seconds = 2.0\n\n[offline]\nchunk_delay = 0.05\n")
-        self.env = {**os.environ, "PAI_DATABASE_URL": url, "PAI_CONFIG": str(self.config)}
-        self.env.pop("ANTHROPIC_API_KEY", None)
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def start(self, *args: str, name: str) -> subprocess.Popen[bytes]:
-        with (self.tmp / f"{name}.log").open("wb") as log:
-            proc = subprocess.Popen([*EXE, *args], env=self.env, stdout=log, stderr=log)
-        self.procs.append(proc)
-        return proc
-
-    def log(self, name: str) -> str:
-        return (self.tmp / f"{name}.log").read_text()
-
-    def stop_all(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
 
 
 @pytest.fixture
@@ -138,8 +101,7 @@ async def test_kill_9_of_a_runner_process_is_recovered_by_another(
 ) -> None:
     ps = Processes(tmp_path, pg_url)
     try:
-        migrate = subprocess.run([*EXE, "migrate"], env=ps.env, capture_output=True, timeout=60)
-        assert migrate.returncode == 0, migrate.stderr
+        ps.migrate()
         ps.start("serve", "--no-runner", "--address", ps.address, name="server")
         runner_a = ps.start("runner", name="runner-a")
         async with grpc.aio.insecure_channel(ps.address) as channel:
@@ -186,9 +148,10 @@ async def test_kill_9_of_a_runner_process_is_recovered_by_another(
                 rest.append(response.event)
             assert kinds(rest)[-1] == "status:completed", ps.log("runner-b")
             assert "abort" in kinds(rest)  # the lost partial step is voided for readers
-            assert [e.seq for e in rest] == list(
-                range(seen[-1].seq + 1, seen[-1].seq + 1 + len(rest))
-            )
+            # Strictly increasing after the cursor; not dense across the recovery.
+            seqs = [e.seq for e in rest]
+            assert seqs == sorted(set(seqs))
+            assert seqs[0] > seen[-1].seq
 
             run = (await runs_stub.GetRun(run_service_pb2.GetRunRequest(run_id=second.run_id))).run
             assert run.status == runs_pb2.RUN_STATUS_COMPLETED
@@ -214,8 +177,7 @@ async def test_kill_9_of_a_runner_process_is_recovered_by_another(
 async def test_cancel_reaches_a_runner_in_another_process(pg_url: str, tmp_path: Path) -> None:
     ps = Processes(tmp_path, pg_url)
     try:
-        migrate = subprocess.run([*EXE, "migrate"], env=ps.env, capture_output=True, timeout=60)
-        assert migrate.returncode == 0, migrate.stderr
+        ps.migrate()
         ps.start("serve", "--no-runner", "--address", ps.address, name="server")
         ps.start("runner", name="runner")
         async with grpc.aio.insecure_channel(ps.address) as channel:

@@ -229,12 +229,16 @@ class ModelCallNext(_message.Message):
     def __init__(self, patch: _Optional[_Union[_model_pb2.ModelCallPatch, _Mapping]] = ..., mode: _Optional[_Union[StreamMode, str]] = ...) -> None: ...
 
 class PassThrough(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("attempt",)
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    def __init__(self, attempt: _Optional[int] = ...) -> None: ...
 
 class StreamSubscribe(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("attempt",)
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    def __init__(self, attempt: _Optional[int] = ...) -> None: ...
 
 class AroundModelCallResponse(_message.Message):
     __slots__ = ("next", "pass_through", "chunk", "end", "subscribe", "failed")

@@ -83,6 +83,23 @@ class RunServiceServicer:
     def StreamRun(self, request, context):
         """Streams a run's events from after `after_seq`, then follows live until
         the run is terminal.
+
+        Resuming: reconnect with `after_seq` set to the last `seq` received. Any
+        seq ever received is a valid cursor, including one received live just
+        before the executing server crashed: the stream then continues with
+        exactly the durable events after it, never an event twice, never two
+        attempts' events at one seq, and never missing a durable event.
+
+        Sequence numbers are strictly increasing but not necessarily dense.
+        Events reach live readers before the chunk log has them, but never beyond
+        a durable reservation of sequence numbers held on the run. When an
+        execution is lost (kill -9, lease expiry, shutdown mid-step) the run is
+        recovered by a new attempt whose first event is
+        `chunk.abort{reason: "recovery"}`, numbered above every seq the lost
+        attempt may have published; the log skips the numbers in between. A
+        reader that received live events beyond the durable log gets that abort
+        next: it means "discard the partial step streamed since the last
+        committed message".
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -59,7 +59,9 @@ class ToolServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ExecuteTool(self, request, context):
-        """Executes one tool call. An error status is an exception (source throw).
+        """Executes one tool call. An error status is an exception (source throw);
+        so is an answer the runtime cannot use: undecodable, no result, or a
+        suspend kind other than APPROVAL or DATA.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

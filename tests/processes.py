@@ -1,0 +1,66 @@
+"""Service processes for tests that need real OS processes (kill -9, SIGTERM, hand-offs)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+#: How tests start the command-line entry point (the installed script's module).
+EXE = [sys.executable, "-m", "pai_grpc.cli"]
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Processes:
+    """`pai-grpc` server and runner processes sharing one database.
+
+    A short lease makes recovery after kill -9 quick; ``chunk_delay`` paces the
+    offline model so a run is still streaming when a test acts on it.
+    """
+
+    def __init__(self, tmp: Path, url: str, *, chunk_delay: float = 0.05) -> None:
+        self.tmp = tmp
+        self.url = url
+        self.address = f"127.0.0.1:{free_port()}"
+        self.config = tmp / "pai.toml"
+        self.config.write_text(
+            f"[runner]\nlease_seconds = 2.0\n\n[offline]\nchunk_delay = {chunk_delay}\n"
+        )
+        self.env = {**os.environ, "PAI_DATABASE_URL": url, "PAI_CONFIG": str(self.config)}
+        self.env.pop("ANTHROPIC_API_KEY", None)
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def migrate(self) -> None:
+        """Apply the migrations (as `pai-grpc migrate` does before a first start)."""
+        done = subprocess.run([*EXE, "migrate"], env=self.env, capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+
+    def start(self, *args: str, name: str) -> subprocess.Popen[bytes]:
+        """Start `pai-grpc ARGS...`, logging to ``<tmp>/<name>.log``."""
+        with (self.tmp / f"{name}.log").open("wb") as log:
+            proc = subprocess.Popen([*EXE, *args], env=self.env, stdout=log, stderr=log)
+        self.procs.append(proc)
+        return proc
+
+    def serve(self, *, name: str) -> subprocess.Popen[bytes]:
+        """Start `pai-grpc serve` (API plus embedded runner) on :attr:`address`."""
+        return self.start("serve", "--address", self.address, name=name)
+
+    def log(self, name: str) -> str:
+        """What process ``name`` printed so far."""
+        return (self.tmp / f"{name}.log").read_text()
+
+    def stop_all(self) -> None:
+        """kill -9 every process still running."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
