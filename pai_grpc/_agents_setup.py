@@ -93,7 +93,8 @@ from pai_grpc.lifecycle import (
 from pai_grpc.models import OFFLINE_NOTICE, ModelRegistry, UnknownModel
 from pai_grpc.plugins import HookHost, PhasePolicy, PluginConfig, PluginConfigError, RemoteLifecycle
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
-from pai_grpc.tools import RemoteToolError, RemoteToolServer, Tool, client_tool
+from pai_grpc.tools import Tool, client_tool
+from pai_grpc.toolservice import RemoteToolError, RemoteToolServer
 
 log = logging.getLogger("pai_grpc")
 

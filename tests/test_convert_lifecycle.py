@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar, get_args
@@ -1410,12 +1408,3 @@ def test_tool_call_chunks_in_a_summary_must_be_tool_calls() -> None:
     )
     with pytest.raises(ValueError, match=r"StepSummary\.tool_calls\[0\]: not a ToolCallChunk"):
         convert.step_summary_to_proto(bad)
-
-
-# -------------------------------------------------------------------- imports
-
-
-@pytest.mark.parametrize("first", ["pai_grpc.convert", "pai_grpc.tools", "pai_grpc.lifecycle"])
-def test_import_order_has_no_cycle(first: str) -> None:
-    code = f"import {first}; from pai_grpc.convert import fold_patches, tool_entry_to_proto"
-    subprocess.run([sys.executable, "-c", code], check=True)

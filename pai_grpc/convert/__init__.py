@@ -133,6 +133,8 @@ from pai_grpc.convert._runs import (
     run_status_from_proto,
     run_status_to_proto,
     run_to_proto,
+    suspend_kind_from_proto,
+    suspend_kind_to_proto,
 )
 from pai_grpc.convert._threads import (
     lifecycle_message_from_proto,
@@ -235,6 +237,8 @@ __all__ = [
     "step_summary_to_proto",
     "struct_from_proto",
     "struct_to_proto",
+    "suspend_kind_from_proto",
+    "suspend_kind_to_proto",
     "thread_from_proto",
     "thread_status_from_proto",
     "thread_status_to_proto",

@@ -68,7 +68,7 @@ from pai_grpc.convert._threads import (
     visibility_from_proto,
     visibility_to_proto,
 )
-from pai_grpc.domain import ModelMessage, ToolCallChunk
+from pai_grpc.domain import InitialEntry, ModelMessage, ResumeEntry, ToolCallChunk, ToolEntry
 from pai_grpc.lifecycle._decisions import (
     AfterStepResult,
     AfterToolResultResult,
@@ -101,7 +101,6 @@ from pai_grpc.lifecycle._inputs import (
     VisibilityRewrite,
 )
 from pai_grpc.lifecycle._patches import ModelStepPatch, RunPatch
-from pai_grpc.tools._tool import InitialEntry, ResumeEntry, ToolEntry
 
 ToolResultStatus: TypeAlias = Literal["output-available", "output-error"]
 ToolResultSource: TypeAlias = Literal[

@@ -78,9 +78,10 @@ from pai_grpc.domain import (
     ToolManifestEntry,
     ToolModelMessage,
     ToolResultOutput,
+    ToolSourceName,
     UserModelMessage,
 )
-from pai_grpc.domain._model import AssistantContent, ToolSourceName, UserContent
+from pai_grpc.domain._model import AssistantContent, UserContent
 from pai_grpc.errors import InvalidArgument
 from pai_grpc.lifecycle._decisions import AssistantResponse
 from pai_grpc.lifecycle._patches import (

@@ -53,6 +53,7 @@ from pai_grpc.domain import (
     RunOutcome,
     RunStatus,
     StatusEvent,
+    SuspendKind,
 )
 
 RUN_STATUSES: EnumMap[RunStatus, runs_pb2.RunStatus] = EnumMap(
@@ -188,6 +189,30 @@ def pending_action_kind_from_proto(
         ValueError: The kind is UNSPECIFIED or unknown.
     """
     return PENDING_ACTION_KINDS.from_proto(value, field)
+
+
+def suspend_kind_to_proto(value: SuspendKind) -> runs_pb2.PendingActionKind:
+    """Map the kind of a tool's suspend (approval or data) to the proto enum."""
+    return PENDING_ACTION_KINDS.to_proto(value)
+
+
+def suspend_kind_from_proto(value: int, *, field: str = "ToolSuspend.kind") -> SuspendKind:
+    """Map the kind of a tool's suspend: only approval and data can be suspended on.
+
+    Raises:
+        ValueError: The kind is UNSPECIFIED, unknown or ``client_tool``.
+    """
+    try:
+        kind = PENDING_ACTION_KINDS.from_proto(value, field)
+    except ValueError:
+        kind = None
+    if kind == "approval" or kind == "data":
+        return kind
+    try:
+        name = str(runs_pb2.PendingActionKind.Name(value))
+    except ValueError:
+        name = str(value)
+    raise ValueError(f"{field}: unknown suspend kind {name} (approval or data)")
 
 
 def pending_action_status_to_proto(value: PendingActionStatus) -> runs_pb2.PendingActionStatus:

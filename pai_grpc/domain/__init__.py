@@ -57,6 +57,7 @@ from pai_grpc.domain._model import (
     ToolManifestEntry,
     ToolModelMessage,
     ToolResultOutput,
+    ToolSourceName,
     UserModelMessage,
 )
 from pai_grpc.domain._parts import (
@@ -104,6 +105,7 @@ from pai_grpc.domain._threads import (
     ThreadStatus,
     Visibility,
 )
+from pai_grpc.domain._tools import InitialEntry, ResumeEntry, SuspendKind, ToolEntry
 
 __all__ = [
     "TERMINAL_RUN_STATUSES",
@@ -124,6 +126,7 @@ __all__ = [
     "FinishReason",
     "FinishStepChunk",
     "HookFailure",
+    "InitialEntry",
     "JsonObject",
     "JsonOutput",
     "JsonValue",
@@ -150,6 +153,7 @@ __all__ = [
     "ReasoningPart",
     "ReasoningStartChunk",
     "ResponseInfo",
+    "ResumeEntry",
     "Role",
     "Run",
     "RunError",
@@ -170,6 +174,7 @@ __all__ = [
     "StatusEvent",
     "StepStartPart",
     "StepStreamChunk",
+    "SuspendKind",
     "SystemModelMessage",
     "TextDeltaChunk",
     "TextEndChunk",
@@ -182,6 +187,7 @@ __all__ = [
     "ToolApprovalRequestChunk",
     "ToolCallChunk",
     "ToolChoice",
+    "ToolEntry",
     "ToolErrorChunk",
     "ToolInputDeltaChunk",
     "ToolInputEndChunk",
@@ -192,6 +198,7 @@ __all__ = [
     "ToolPart",
     "ToolResultChunk",
     "ToolResultOutput",
+    "ToolSourceName",
     "ToolState",
     "UrlSource",
     "Usage",

@@ -1,13 +1,13 @@
-"""Tools: backend (Python or remote ToolService) and client tools, with suspend/resume."""
+"""Tools: backend and client tools, with suspend/resume.
 
-from pai_grpc.tools._remote import RemoteToolError, RemoteToolServer, ToolServicer, serve_tools
+Remote backend tools (a ToolService by address) are in :mod:`pai_grpc.toolservice`.
+"""
+
+from pai_grpc.domain import InitialEntry, ResumeEntry, ToolEntry
 from pai_grpc.tools._tool import (
-    InitialEntry,
-    ResumeEntry,
     Tool,
     ToolContext,
     ToolDenied,
-    ToolEntry,
     ToolFailed,
     ToolSuspended,
     client_tool,
@@ -19,19 +19,15 @@ __all__ = [
     "InitialEntry",
     "InvalidToolInput",
     "InvalidToolOutput",
-    "RemoteToolError",
-    "RemoteToolServer",
     "ResumeEntry",
     "Tool",
     "ToolContext",
     "ToolDenied",
     "ToolEntry",
     "ToolFailed",
-    "ToolServicer",
     "ToolSuspended",
     "check_output",
     "client_tool",
     "parse_input",
-    "serve_tools",
     "tool",
 ]

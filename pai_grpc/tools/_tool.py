@@ -13,34 +13,20 @@ import inspect
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, NoReturn, TypeAlias, TypeVar, get_type_hints
+from typing import Any, NoReturn, TypeAlias, TypeVar, get_type_hints
 
 from pydantic import BaseModel
 
-from pai_grpc.domain import JsonObject, JsonValue, ToolManifestEntry
-
-ToolSourceName: TypeAlias = Literal["backend", "client", "mcp", "subagent"]
-SuspendKind: TypeAlias = Literal["approval", "data"]
-
-
-@dataclass(frozen=True)
-class InitialEntry:
-    """The first execution of a tool call."""
-
-    type: Literal["initial"] = "initial"
-
-
-@dataclass(frozen=True)
-class ResumeEntry:
-    """An execution after a suspend was resolved: ``resume`` is the human's answer."""
-
-    name: str
-    resume: JsonValue
-    action_id: str
-    type: Literal["resume"] = "resume"
-
-
-ToolEntry: TypeAlias = InitialEntry | ResumeEntry
+from pai_grpc.domain import (
+    InitialEntry,
+    JsonObject,
+    JsonValue,
+    ResumeEntry,
+    SuspendKind,
+    ToolEntry,
+    ToolManifestEntry,
+    ToolSourceName,
+)
 
 
 class ToolFailed(Exception):

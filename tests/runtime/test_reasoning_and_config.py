@@ -21,7 +21,8 @@ from pai_grpc.domain import (
 from pai_grpc.models import ModelCall, ScriptedModel, prune_reasoning, text_step, tool_call_step
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.testing import serve_in_process
-from pai_grpc.tools import ToolContext, serve_tools, tool
+from pai_grpc.tools import ToolContext, tool
+from pai_grpc.toolservice import serve_tools
 from tests.runtime.support import new_thread, send, wait_run
 
 

@@ -21,7 +21,7 @@ from pai_grpc.domain import ErrorTextOutput
 from pai_grpc.lifecycle import AfterToolResultInput, lifecycle
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.testing import serve_in_process
-from pai_grpc.tools import RemoteToolServer
+from pai_grpc.toolservice import RemoteToolServer
 from tests.runtime.support import new_thread, send, wait_run
 from tests.runtime.test_tools import scripted_tools, tool_results
 

@@ -26,7 +26,8 @@ from pai_grpc.models import ModelCall, ScriptedModel, last_user_text, tool_call_
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.server import RunnerProcess
 from pai_grpc.testing import InProcessServer, migrated_store, serve_in_process
-from pai_grpc.tools import RemoteToolServer, Tool, ToolContext, client_tool, serve_tools, tool
+from pai_grpc.tools import Tool, ToolContext, client_tool, tool
+from pai_grpc.toolservice import RemoteToolServer, serve_tools
 from storage._schema import runs as runs_table
 from tests.conftest import rich_status
 from tests.runtime.support import collect, kinds, new_thread, rpc_error, send, wait_run
