@@ -19,10 +19,10 @@ Conventions:
   ``INVALID_ARGUMENT``. ``*_to_proto`` raises :class:`ValueError` for
   non-strict JSON, naive datetimes and integers that overflow their field.
 * Lifecycle patches are sparse: ``UNSET`` is an absent proto field and back
-  (``_model.py`` lists the few values the wire cannot tell apart). Models
+  (``_patches.py`` lists the few values the wire cannot tell apart). Models
   travel as ``provider:model-id``; readers take a ``resolve_model`` callable.
 * Hook decisions convert as whole plugin responses; an unset ``decision``
-  oneof is ``None`` (``_lifecycle.py``).
+  oneof is ``None`` (``_decisions.py``).
 """
 
 from pai_grpc.convert._chunks import (
@@ -32,6 +32,22 @@ from pai_grpc.convert._chunks import (
     finish_reason_to_proto,
     usage_from_proto,
     usage_to_proto,
+)
+from pai_grpc.convert._decisions import (
+    after_step_result_from_proto,
+    after_step_result_to_proto,
+    after_tool_result_result_from_proto,
+    after_tool_result_result_to_proto,
+    before_tool_call_result_from_proto,
+    before_tool_call_result_to_proto,
+    history_rewrite_patch_from_proto,
+    history_rewrite_patch_to_proto,
+    prepare_model_step_result_from_proto,
+    prepare_model_step_result_to_proto,
+    prepare_run_result_from_proto,
+    prepare_run_result_to_proto,
+    step_abort_from_proto,
+    step_abort_to_proto,
 )
 from pai_grpc.convert._json import (
     optional_timestamp_from_proto,
@@ -43,24 +59,10 @@ from pai_grpc.convert._json import (
     value_to_proto,
 )
 from pai_grpc.convert._lifecycle import (
-    after_step_result_from_proto,
-    after_step_result_to_proto,
-    after_tool_result_result_from_proto,
-    after_tool_result_result_to_proto,
-    before_tool_call_result_from_proto,
-    before_tool_call_result_to_proto,
     history_rewrite_from_proto,
-    history_rewrite_patch_from_proto,
-    history_rewrite_patch_to_proto,
     history_rewrite_to_proto,
     phase_from_proto,
     phase_to_proto,
-    prepare_model_step_result_from_proto,
-    prepare_model_step_result_to_proto,
-    prepare_run_result_from_proto,
-    prepare_run_result_to_proto,
-    step_abort_from_proto,
-    step_abort_to_proto,
     step_info_from_proto,
     step_info_to_proto,
     step_summary_from_proto,
@@ -77,32 +79,27 @@ from pai_grpc.convert._lifecycle import (
     tool_result_to_proto,
 )
 from pai_grpc.convert._model import (
-    ResolveModel,
-    assistant_response_from_proto,
-    assistant_response_to_proto,
-    fold_patches,
-    model_call_patch_from_proto,
-    model_call_patch_to_proto,
     model_message_from_proto,
     model_message_to_proto,
     model_messages_from_proto,
     model_messages_to_proto,
-    model_settings_from_proto,
-    model_settings_to_proto,
-    model_step_patch_from_proto,
-    model_step_patch_to_proto,
-    model_step_request_from_proto,
-    model_step_request_to_proto,
-    run_patch_from_proto,
-    run_patch_to_proto,
-    tool_choice_from_proto,
-    tool_choice_to_proto,
-    tool_manifest_entry_from_proto,
-    tool_manifest_entry_to_proto,
     tool_result_output_from_proto,
     tool_result_output_to_proto,
     tool_source_from_proto,
     tool_source_to_proto,
+)
+from pai_grpc.convert._model_request import (
+    ResolveModel,
+    assistant_response_from_proto,
+    assistant_response_to_proto,
+    model_settings_from_proto,
+    model_settings_to_proto,
+    model_step_request_from_proto,
+    model_step_request_to_proto,
+    tool_choice_from_proto,
+    tool_choice_to_proto,
+    tool_manifest_entry_from_proto,
+    tool_manifest_entry_to_proto,
 )
 from pai_grpc.convert._parts import (
     part_from_proto,
@@ -111,6 +108,15 @@ from pai_grpc.convert._parts import (
     part_to_proto,
     tool_state_from_proto,
     tool_state_to_proto,
+)
+from pai_grpc.convert._patches import (
+    fold_patches,
+    model_call_patch_from_proto,
+    model_call_patch_to_proto,
+    model_step_patch_from_proto,
+    model_step_patch_to_proto,
+    run_patch_from_proto,
+    run_patch_to_proto,
 )
 from pai_grpc.convert._runs import (
     pending_action_from_proto,
