@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from pai.v1 import runs_pb2
+from pai.v1 import run_service_pb2, runs_pb2
 from pai_grpc.convert._chunks import (
     chunk_from_proto,
     chunk_to_proto,
@@ -32,6 +32,7 @@ from pai_grpc.convert._json import (
     struct_to_proto,
     timestamp_to_proto,
     unknown_oneof,
+    value_from_proto,
 )
 from pai_grpc.convert._threads import message_from_proto, message_to_proto
 from pai_grpc.domain import (
@@ -42,6 +43,7 @@ from pai_grpc.domain import (
     PendingActionEvent,
     PendingActionKind,
     PendingActionStatus,
+    Resolution,
     Run,
     RunError,
     RunEvent,
@@ -469,3 +471,34 @@ def run_event_from_proto(pb: runs_pb2.RunEvent) -> RunEvent:
         time=required_timestamp_from_proto(pb, "time"),
         payload=_payload_from_proto(pb),
     )
+
+
+def resolution_from_proto(request: run_service_pb2.ResolvePendingActionRequest) -> Resolution:
+    """The domain resolution a ResolvePendingAction request carries.
+
+    Raises:
+        ValueError: No ``resolution`` arm is set (the message names the field
+            ``resolution``), or a JSON value is not strict (chained from
+            :class:`storage.InvalidJson`, which names the offending path).
+    """
+    match request.WhichOneof("resolution"):
+        case "tool_result":
+            result = request.tool_result
+            if result.WhichOneof("result") == "error_text":
+                return Resolution(kind="tool_result", error_text=result.error_text)
+            output = (
+                value_from_proto(result.output, path="tool_result.output")
+                if result.HasField("output")
+                else None
+            )
+            return Resolution(kind="tool_result", output=output)
+        case "approval":
+            decision = request.approval
+            return Resolution(
+                kind="approval",
+                approved=decision.approved,
+                reason=decision.reason if decision.HasField("reason") else None,
+            )
+        case "data":
+            return Resolution(kind="data", data=value_from_proto(request.data, path="data"))
+    raise ValueError("resolution: set one of tool_result, approval or data")

@@ -1,16 +1,17 @@
 """Threads and messages: domain <-> ``pai.v1.Thread``/``Message``/``LifecycleMessage``.
 
-Also the ``ThreadStatus``, ``MessageRole``, ``MessageView`` and
-``SortOrder`` enum maps. ``Thread.etag`` is written from the domain's
-``etag`` property and ignored when reading. ``metadata`` and
-``private_metadata`` are always sent; an unset ``Struct`` reads as ``{}``.
+Also the ``ThreadStatus``, ``MessageRole``, ``MessageView``, ``SortOrder``
+and the ThreadService's ``Delivery`` and ``ThreadChange`` enum maps.
+``Thread.etag`` is written from the domain's ``etag`` property and ignored
+when reading. ``metadata`` and ``private_metadata`` are always sent; an
+unset ``Struct`` reads as ``{}``.
 An unset ``LifecycleMessage.visibility`` reads as the domain default
 (visible everywhere), matching the contract's "unset means visible".
 """
 
 from __future__ import annotations
 
-from pai.v1 import threads_pb2
+from pai.v1 import thread_service_pb2, threads_pb2
 from pai_grpc.convert._json import (
     EnumMap,
     object_from_proto,
@@ -21,12 +22,14 @@ from pai_grpc.convert._json import (
 )
 from pai_grpc.convert._parts import part_from_proto, part_to_proto
 from pai_grpc.domain import (
+    Delivery,
     LifecycleMessage,
     Message,
     MessageView,
     Role,
     SortOrder,
     Thread,
+    ThreadChangeKind,
     ThreadStatus,
     Visibility,
 )
@@ -55,6 +58,24 @@ MESSAGE_VIEWS: EnumMap[MessageView, threads_pb2.MessageView] = EnumMap(
         "transcript": threads_pb2.MESSAGE_VIEW_TRANSCRIPT,
         "context": threads_pb2.MESSAGE_VIEW_CONTEXT,
         "all": threads_pb2.MESSAGE_VIEW_ALL,
+    },
+)
+
+DELIVERIES: EnumMap[Delivery, thread_service_pb2.Delivery] = EnumMap(
+    "Delivery",
+    {"queue": thread_service_pb2.DELIVERY_QUEUE, "steer": thread_service_pb2.DELIVERY_STEER},
+)
+
+THREAD_CHANGES: EnumMap[ThreadChangeKind, thread_service_pb2.ThreadChange] = EnumMap(
+    "ThreadChange",
+    {
+        "snapshot": thread_service_pb2.THREAD_CHANGE_SNAPSHOT,
+        "status": thread_service_pb2.THREAD_CHANGE_STATUS,
+        "messages_committed": thread_service_pb2.THREAD_CHANGE_MESSAGES_COMMITTED,
+        "messages_removed": thread_service_pb2.THREAD_CHANGE_MESSAGES_REMOVED,
+        "visibility": thread_service_pb2.THREAD_CHANGE_VISIBILITY,
+        "metadata": thread_service_pb2.THREAD_CHANGE_METADATA,
+        "deleted": thread_service_pb2.THREAD_CHANGE_DELETED,
     },
 )
 
@@ -93,6 +114,34 @@ def role_from_proto(value: int, *, field: str = "MessageRole") -> Role:
         ValueError: The role is UNSPECIFIED or unknown.
     """
     return ROLES.from_proto(value, field)
+
+
+def delivery_to_proto(value: Delivery) -> thread_service_pb2.Delivery:
+    """Map a domain delivery to the proto enum."""
+    return DELIVERIES.to_proto(value)
+
+
+def delivery_from_proto(value: int, *, field: str = "delivery") -> Delivery:
+    """Map a proto delivery; UNSPECIFIED is ``queue`` (the contract's default).
+
+    Raises:
+        ValueError: The delivery is unknown.
+    """
+    return DELIVERIES.from_proto(value, field, default="queue")
+
+
+def thread_change_to_proto(value: ThreadChangeKind) -> thread_service_pb2.ThreadChange:
+    """Map what a thread-watch event reports changed to the proto enum."""
+    return THREAD_CHANGES.to_proto(value)
+
+
+def thread_change_from_proto(value: int, *, field: str = "change") -> ThreadChangeKind:
+    """Map a proto thread change.
+
+    Raises:
+        ValueError: The change is UNSPECIFIED or unknown.
+    """
+    return THREAD_CHANGES.from_proto(value, field)
 
 
 def message_view_to_proto(value: MessageView) -> threads_pb2.MessageView:

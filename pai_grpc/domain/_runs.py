@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Literal, TypeAlias
 
@@ -139,3 +140,27 @@ class RunEvent(DomainModel):
     seq: int
     time: datetime
     payload: RunEventPayload
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The answer to a pending action: a client tool's result, an approval, or data."""
+
+    kind: str
+    output: JsonValue = None
+    error_text: str | None = None
+    approved: bool | None = None
+    reason: str | None = None
+    data: JsonValue = None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The stored resolution (what the resumed tool receives)."""
+        match self.kind:
+            case "tool_result":
+                if self.error_text is not None:
+                    return {"error_text": self.error_text}
+                return {"output": self.output}
+            case "approval":
+                return {"approved": bool(self.approved), "reason": self.reason}
+            case _:
+                return {"data": self.data}

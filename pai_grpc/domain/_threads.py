@@ -14,6 +14,18 @@ ThreadStatus: TypeAlias = Literal["idle", "running", "waiting"]
 Role: TypeAlias = Literal["system", "user", "assistant"]
 MessageView: TypeAlias = Literal["transcript", "context", "all"]
 SortOrder: TypeAlias = Literal["asc", "desc"]
+#: How a Send reaches a busy thread: queued as the next run, or steered into the running one.
+Delivery: TypeAlias = Literal["queue", "steer"]
+#: What a thread-watch event reports changed.
+ThreadChangeKind: TypeAlias = Literal[
+    "snapshot",
+    "status",
+    "messages_committed",
+    "messages_removed",
+    "visibility",
+    "metadata",
+    "deleted",
+]
 
 
 class Thread(DomainModel):

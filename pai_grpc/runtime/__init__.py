@@ -1,11 +1,11 @@
 """The runtime: mutations, runners with leases, the execution loop and the step reducer."""
 
+from pai_grpc.domain import Resolution
 from pai_grpc.runtime._agents import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.runtime._execution import Execution
 from pai_grpc.runtime._mutations import (
     RegenerateInput,
     RegenerateResult,
-    Resolution,
     SendInput,
     TriggerInput,
 )

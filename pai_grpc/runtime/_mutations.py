@@ -23,6 +23,7 @@ from pai_grpc.domain import (
     JsonObject,
     JsonValue,
     MessagePart,
+    Resolution,
     Run,
     RunHandle,
     StatusEvent,
@@ -111,30 +112,6 @@ class RegenerateInput:
     request_id: str = ""
     etag: str = ""
     run_metadata: JsonObject | None = None
-
-
-@dataclass(frozen=True)
-class Resolution:
-    """The answer to a pending action: a client tool's result, an approval, or data."""
-
-    kind: str
-    output: JsonValue = None
-    error_text: str | None = None
-    approved: bool | None = None
-    reason: str | None = None
-    data: JsonValue = None
-
-    def to_json(self) -> dict[str, JsonValue]:
-        """The stored resolution (what the resumed tool receives)."""
-        match self.kind:
-            case "tool_result":
-                if self.error_text is not None:
-                    return {"error_text": self.error_text}
-                return {"output": self.output}
-            case "approval":
-                return {"approved": bool(self.approved), "reason": self.reason}
-            case _:
-                return {"data": self.data}
 
 
 #: Which resolution answers which pending action kind.

@@ -15,6 +15,7 @@ from pai_grpc.domain import (
     RunEvent,
     StatusEvent,
     Thread,
+    ThreadChangeKind,
 )
 from pai_grpc.errors import FailedPrecondition, InvalidArgument, NotFoundError
 from pai_grpc.runtime._records import (
@@ -40,7 +41,7 @@ class ThreadChange:
     """One WatchThread event: the public head and what changed."""
 
     thread: Thread
-    change: str
+    change: ThreadChangeKind
     message_ids: list[str] = field(default_factory=list)
 
 

@@ -8,12 +8,13 @@ from pai.v1 import run_service_pb2 as pb
 from pai.v1 import run_service_pb2_grpc as pb_grpc
 from pai_grpc.convert import (
     pending_action_to_proto,
+    resolution_from_proto,
     run_event_to_proto,
     run_to_proto,
-    value_from_proto,
 )
+from pai_grpc.domain import Resolution
 from pai_grpc.errors import InvalidArgument
-from pai_grpc.runtime import Resolution, Runtime
+from pai_grpc.runtime import Runtime
 from pai_grpc.server._errors import Context, fill_unimplemented, guarded
 from pai_grpc.server._scope import ScopeResolver
 from storage import InvalidJson
@@ -75,42 +76,24 @@ class RunService(pb_grpc.RunServiceServicer):
             scope,
             request.run_id,
             request.action_id,
-            resolution_from_proto(request),
+            _resolution(request),
             request_id=request.request_id,
         )
         return pb.ResolvePendingActionResponse(run=run_to_proto(run))
 
 
-def resolution_from_proto(request: pb.ResolvePendingActionRequest) -> Resolution:
-    """The domain resolution of a request (INVALID_ARGUMENT when none is set)."""
+def _resolution(request: pb.ResolvePendingActionRequest) -> Resolution:
+    """The domain resolution of a request, INVALID_ARGUMENT naming the bad field."""
+    if request.WhichOneof("resolution") is None:
+        raise InvalidArgument.field(
+            "resolution", "set one of tool_result, approval or data", reason="MISSING_RESOLUTION"
+        )
     try:
-        match request.WhichOneof("resolution"):
-            case "tool_result":
-                result = request.tool_result
-                if result.WhichOneof("result") == "error_text":
-                    return Resolution(kind="tool_result", error_text=result.error_text)
-                output = (
-                    value_from_proto(result.output, path="tool_result.output")
-                    if result.HasField("output")
-                    else None
-                )
-                return Resolution(kind="tool_result", output=output)
-            case "approval":
-                decision = request.approval
-                return Resolution(
-                    kind="approval",
-                    approved=decision.approved,
-                    reason=decision.reason if decision.HasField("reason") else None,
-                )
-            case "data":
-                return Resolution(kind="data", data=value_from_proto(request.data, path="data"))
+        return resolution_from_proto(request)
     except ValueError as e:
         if isinstance(e.__cause__, InvalidJson):  # name the offending value, not the oneof
             raise InvalidArgument.field(e.__cause__.path, e.__cause__.detail) from e
         raise InvalidArgument.field("resolution", str(e)) from e
-    raise InvalidArgument.field(
-        "resolution", "set one of tool_result, approval or data", reason="MISSING_RESOLUTION"
-    )
 
 
 fill_unimplemented(RunService, "pai.v1.RunService")

@@ -7,35 +7,22 @@ from typing import Any
 
 from pai.v1 import thread_service_pb2 as pb
 from pai.v1 import thread_service_pb2_grpc as pb_grpc
-from pai_grpc.convert import message_to_proto as message_pb
 from pai_grpc.convert import (
+    delivery_from_proto,
     part_from_proto,
     run_handle_to_proto,
     sort_order_from_proto,
     struct_from_proto,
+    thread_change_to_proto,
     thread_to_proto,
     value_from_proto,
 )
+from pai_grpc.convert import message_to_proto as message_pb
 from pai_grpc.domain import MessagePart
 from pai_grpc.errors import FieldViolation, InvalidArgument
 from pai_grpc.runtime import RegenerateInput, Runtime, SendInput, TriggerInput
 from pai_grpc.server._errors import Context, fill_unimplemented, guarded
 from pai_grpc.server._scope import ScopeResolver
-
-_CHANGES = {
-    "snapshot": pb.THREAD_CHANGE_SNAPSHOT,
-    "status": pb.THREAD_CHANGE_STATUS,
-    "messages_committed": pb.THREAD_CHANGE_MESSAGES_COMMITTED,
-    "messages_removed": pb.THREAD_CHANGE_MESSAGES_REMOVED,
-    "visibility": pb.THREAD_CHANGE_VISIBILITY,
-    "metadata": pb.THREAD_CHANGE_METADATA,
-    "deleted": pb.THREAD_CHANGE_DELETED,
-}
-_DELIVERY = {
-    pb.DELIVERY_UNSPECIFIED: "queue",
-    pb.DELIVERY_QUEUE: "queue",
-    pb.DELIVERY_STEER: "steer",
-}
 
 
 def convert_parts(parts: Any, field: str = "parts") -> list[MessagePart]:
@@ -115,9 +102,10 @@ class ThreadService(pb_grpc.ThreadServiceServicer):
     async def Send(self, request: pb.SendRequest, context: Context) -> pb.SendResponse:
         """Commit or queue a user message; return the run handle at once."""
         scope = self._scopes.resolve(context)
-        delivery = _DELIVERY.get(request.delivery)
-        if delivery is None:
-            raise InvalidArgument.field("delivery", f"unknown delivery {request.delivery}")
+        try:
+            delivery = delivery_from_proto(request.delivery)
+        except ValueError as e:
+            raise InvalidArgument.field("delivery", f"unknown delivery {request.delivery}") from e
         handle = await self._runtime.send(
             scope,
             SendInput(
@@ -229,7 +217,7 @@ class ThreadService(pb_grpc.ThreadServiceServicer):
         async for change in changes:
             yield pb.WatchThreadResponse(
                 thread=thread_to_proto(change.thread),
-                change=_CHANGES[change.change],
+                change=thread_change_to_proto(change.change),
                 message_ids=change.message_ids,
             )
 
