@@ -51,7 +51,7 @@ from pai_grpc.lifecycle._decisions import AssistantResponse
 from pai_grpc.lifecycle._patches import (
     ModelStepRequest,
 )
-from pai_grpc.models import LanguageModel
+from pai_grpc.models import LanguageModel, model_name
 
 #: Resolves a ``provider:model-id`` string to a model.
 ResolveModel: TypeAlias = Callable[[str], LanguageModel]
@@ -192,11 +192,11 @@ def tool_choice_from_proto(pb: model_pb2.ToolChoice) -> ToolChoice | None:
 
 def model_spec(model: Any, path: str) -> str:
     """A model as it travels: ``provider:model-id``."""
-    provider = getattr(model, "provider", None)
-    model_id = getattr(model, "model_id", None)
-    if not isinstance(provider, str) or not isinstance(model_id, str):
+    if not isinstance(getattr(model, "provider", None), str) or not isinstance(
+        getattr(model, "model_id", None), str
+    ):
         raise ValueError(f"{path}: expected a LanguageModel, got {type(model).__name__}")
-    return f"{provider}:{model_id}"
+    return model_name(model)
 
 
 def resolve_spec(resolve_model: ResolveModel, spec: str, path: str) -> LanguageModel:

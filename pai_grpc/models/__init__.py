@@ -13,7 +13,13 @@ from pai_grpc.models._scripted import (
     text_step,
     tool_call_step,
 )
-from pai_grpc.models._selection import ModelRegistry, ModelSelection, UnknownModel
+from pai_grpc.models._selection import (
+    ModelRegistry,
+    ModelSelection,
+    UnknownModel,
+    model_name,
+    parse_model_name,
+)
 
 __all__ = [
     "OFFLINE_NOTICE",
@@ -28,6 +34,8 @@ __all__ = [
     "UnknownModel",
     "is_reasoning_file",
     "last_user_text",
+    "model_name",
+    "parse_model_name",
     "prune_reasoning",
     "text_step",
     "to_model_messages",

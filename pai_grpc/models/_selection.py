@@ -16,6 +16,21 @@ from pai_grpc.models._scripted import OfflineModel
 ModelFactory = Callable[[str], LanguageModel]
 
 
+def parse_model_name(name: str) -> tuple[str, str | None]:
+    """Split a ``provider:model-id`` name: the provider and the model id.
+
+    The model id is ``None`` when the name has no colon (``offline``), and
+    ``""`` when the colon has nothing after it; callers decide which they accept.
+    """
+    provider, sep, model_id = name.partition(":")
+    return provider, model_id if sep else None
+
+
+def model_name(model: LanguageModel) -> str:
+    """A model as config, patches and the wire name it: ``provider:model-id``."""
+    return f"{model.provider}:{model.model_id}"
+
+
 class UnknownModel(ValueError):
     """The selection names a provider this process cannot reach."""
 
@@ -50,13 +65,15 @@ class ModelRegistry:
 
     def resolve(self, spec: str) -> LanguageModel:
         """``provider:model-id`` (or just ``offline``) -> a model instance."""
-        provider, sep, model_id = spec.partition(":")
+        provider, model_id = parse_model_name(spec)
         factory = self._factories.get(provider)
         if factory is None:
             raise UnknownModel(
                 f"unknown model provider {provider!r} in {spec!r}; "
                 f"known: {', '.join(sorted(self._factories))}"
             )
-        if not sep and provider != "offline":
-            raise UnknownModel(f"model {spec!r} needs a model id: use {provider}:<model-id>")
+        if model_id is None:
+            if provider != "offline":
+                raise UnknownModel(f"model {spec!r} needs a model id: use {provider}:<model-id>")
+            model_id = ""
         return factory(model_id)
