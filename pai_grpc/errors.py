@@ -21,6 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: The ``google.rpc.ErrorInfo.domain`` of every error this project's services
+#: (the runtime's and a plugin's) put on the wire.
+ERROR_DOMAIN = "pai.v1"
+
 
 @dataclass(frozen=True)
 class FieldViolation:

@@ -23,7 +23,6 @@ from storage import errors as storage_errors
 
 log = logging.getLogger("pai_grpc.server")
 
-DOMAIN = "pai.v1"
 #: The back-off suggested to clients with UNAVAILABLE (RetryInfo).
 _RETRY_DELAY = duration_pb2.Duration(seconds=1)
 
@@ -92,7 +91,9 @@ def to_status(exc: BaseException) -> grpc.Status:
     code = next((c for t, c in _CODES if isinstance(err, t)), code_pb2.INTERNAL)
     details = [
         _packed(
-            error_details_pb2.ErrorInfo(reason=err.reason, domain=DOMAIN, metadata=err.metadata)
+            error_details_pb2.ErrorInfo(
+                reason=err.reason, domain=errors.ERROR_DOMAIN, metadata=err.metadata
+            )
         )
     ]
     if isinstance(err, errors.Unavailable):
@@ -178,7 +179,13 @@ def _unimplemented(service: str, name: str, streaming: bool) -> Callable[..., An
         status_pb2.Status(
             code=code_pb2.UNIMPLEMENTED,
             message=f"{service}/{name} is not implemented by this server yet",
-            details=[_packed(error_details_pb2.ErrorInfo(reason="NOT_IMPLEMENTED", domain=DOMAIN))],
+            details=[
+                _packed(
+                    error_details_pb2.ErrorInfo(
+                        reason="NOT_IMPLEMENTED", domain=errors.ERROR_DOMAIN
+                    )
+                )
+            ],
         )
     )
     if streaming:
