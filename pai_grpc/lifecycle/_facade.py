@@ -26,6 +26,9 @@ from pai_grpc.domain import (
     Visibility,
     new_id,
 )
+from pai_grpc.domain import (
+    MessageView as View,
+)
 from pai_grpc.errors import InvalidArgument
 from pai_grpc.lifecycle._contract import AgentContract, Bag
 from pai_grpc.lifecycle._errors import FacadeClosed
@@ -47,7 +50,6 @@ from storage import (
 )
 
 T = TypeVar("T")
-View = Literal["context", "transcript", "all"]
 
 
 class FacadeBackend(Protocol):

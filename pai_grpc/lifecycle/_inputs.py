@@ -22,8 +22,8 @@ from pai_grpc.lifecycle._decisions import StepAbort
 from pai_grpc.lifecycle._patches import ModelStepRequest
 
 if TYPE_CHECKING:
+    from pai_grpc.domain import ToolEntry
     from pai_grpc.lifecycle._facade import LifecycleRun, LifecycleThread, ModelHistory
-    from pai_grpc.tools import ToolEntry
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,7 @@ from pai_grpc.lifecycle import (
     apply_patch,
     current_report,
 )
-from pai_grpc.models import LanguageModel, ModelRegistry
+from pai_grpc.models import LanguageModel, ModelRegistry, model_name
 from pai_grpc.plugins._errors import (
     HookFailure,
     HookProtocolError,
@@ -288,7 +288,7 @@ class RemoteLifecycle(AgentLifecycle):
         if isinstance(models, Mapping):
             self._models.update(models)
         else:
-            self._models.update({f"{m.provider}:{m.model_id}": m for m in models})
+            self._models.update({model_name(m): m for m in models})
 
     # ---- plumbing ------------------------------------------------------------
 
@@ -301,7 +301,7 @@ class RemoteLifecycle(AgentLifecycle):
 
     def _resolver(self, current: LanguageModel | None = None) -> Callable[[str], LanguageModel]:
         def resolve(name: str) -> LanguageModel:
-            if current is not None and name == f"{current.provider}:{current.model_id}":
+            if current is not None and name == model_name(current):
                 return current
             if name in self._models:
                 return self._models[name]

@@ -25,10 +25,8 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from pai_grpc.errors import PaiError
+from pai_grpc.errors import ERROR_DOMAIN, PaiError
 from pai_grpc.lifecycle import FacadeClosed, HookError, InvalidDecision
-
-DOMAIN = "pai.v1"
 
 
 class HookFailure(PaiError):
@@ -73,7 +71,7 @@ def error_info(err: grpc.aio.AioRpcError) -> tuple[str, str] | None:
         if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             info = error_details_pb2.ErrorInfo()
             detail.Unpack(info)
-            if info.domain == DOMAIN:
+            if info.domain == ERROR_DOMAIN:
                 return info.reason, status.message
     return None
 

@@ -69,6 +69,9 @@ from pai_grpc.domain import (
     StepStreamChunk,
     Visibility,
 )
+from pai_grpc.domain import (
+    MessageView as View,
+)
 from pai_grpc.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -107,7 +110,7 @@ from pai_grpc.lifecycle import (
 )
 from pai_grpc.lifecycle._compose import Effective
 from pai_grpc.lifecycle._contract import ContractViolation
-from pai_grpc.models import ModelCall, to_model_messages
+from pai_grpc.models import ModelCall, model_name, parse_model_name, to_model_messages
 from pai_grpc.plugins._errors import error_info
 from pai_grpc.server._errors import Context, fill_unimplemented, guarded
 from storage import Page, VersionConflict
@@ -115,7 +118,6 @@ from storage import Page, VersionConflict
 log = logging.getLogger("pai_grpc.plugins.sdk")
 
 T = TypeVar("T")
-View = Literal["context", "transcript", "all"]
 #: How long a finished streaming hook waits for the runtime to half-close.
 DRAIN_SECONDS = 5.0
 
@@ -130,7 +132,7 @@ class ModelRef:
     @classmethod
     def parse(cls, name: str) -> ModelRef:
         """``provider:model_id`` as a reference."""
-        provider, _, model_id = name.partition(":")
+        provider, model_id = parse_model_name(name)
         if not provider or not model_id:
             raise ValueError(f"a model is named provider:model_id, not {name!r}")
         return cls(provider, model_id)
@@ -868,10 +870,6 @@ def _check_text_id(plugin: str, chunk: Any) -> None:
         raise InvalidDecision(plugin, "transform_step_stream", problem)
 
 
-def _model_name(model: Any) -> str:
-    return f"{model.provider}:{model.model_id}"
-
-
 #: Fields a model route carries (a new model clears them, so they are re-sent with it).
 _ROUTE = ("model_settings", "provider_options", "provider_tools", "tool_choice")
 _FIELDS = ("instructions", "messages", "tools", *_ROUTE, "timeout")
@@ -886,7 +884,7 @@ def _diff_patch(original: ModelStepRequest, effective: ModelStepRequest) -> Mode
     route for it.
     """
     changes: dict[str, Any] = {}
-    if _model_name(original.model) != _model_name(effective.model):
+    if model_name(original.model) != model_name(effective.model):
         changes["model"] = effective.model
         changes.update({f: getattr(effective, f) for f in _ROUTE})
     for name in _FIELDS:
