@@ -12,11 +12,11 @@ from typing import Any
 
 import grpc
 
-from pai.v1 import model_pb2, tool_service_pb2, tool_service_pb2_grpc
+from pai.v1 import tool_service_pb2, tool_service_pb2_grpc
 from pai_grpc.convert import (
-    struct_to_proto,
     suspend_kind_to_proto,
     tool_entry_from_proto,
+    tool_manifest_entry_to_proto,
     value_from_proto,
     value_to_proto,
 )
@@ -42,13 +42,9 @@ class ToolServicer(tool_service_pb2_grpc.ToolServiceServicer):
     ) -> tool_service_pb2.ListToolsResponse:
         """The hosted tools and their schemas."""
         return tool_service_pb2.ListToolsResponse(
+            # Whatever runs behind a ToolService is a backend tool to its caller.
             tools=[
-                model_pb2.ToolManifestEntry(
-                    name=t.name,
-                    description=t.description,
-                    input_schema=struct_to_proto(t.input_schema),
-                    source=model_pb2.TOOL_SOURCE_BACKEND,
-                )
+                tool_manifest_entry_to_proto(t.manifest().model_copy(update={"source": "backend"}))
                 for t in self._tools.values()
             ]
         )
