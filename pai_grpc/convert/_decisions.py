@@ -37,10 +37,7 @@ from pai_grpc.convert._json import (
     require_field,
     unknown_oneof,
 )
-from pai_grpc.convert._model import (
-    model_messages_from_proto,
-    model_messages_to_proto,
-)
+from pai_grpc.convert._model import model_messages_from_proto, model_messages_to_proto
 from pai_grpc.convert._model_request import (
     ResolveModel,
     assistant_response_from_proto,

@@ -32,11 +32,7 @@ from pai_grpc.convert._json import (
     require_oneof,
     unknown_oneof,
 )
-from pai_grpc.convert._model import (
-    convert_each,
-    tool_source_from_proto,
-    tool_source_to_proto,
-)
+from pai_grpc.convert._model import convert_each, tool_source_from_proto, tool_source_to_proto
 from pai_grpc.convert._threads import (
     lifecycle_message_from_proto,
     lifecycle_message_to_proto,

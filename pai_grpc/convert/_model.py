@@ -43,9 +43,7 @@ from pai_grpc.domain import (
     UserModelMessage,
 )
 from pai_grpc.domain._model import AssistantContent, UserContent
-from pai_grpc.lifecycle._patches import (
-    instructions_of,
-)
+from pai_grpc.lifecycle._patches import instructions_of
 
 TOOL_SOURCES: EnumMap[ToolSourceName, model_pb2.ToolSource] = EnumMap(
     "ToolSource",

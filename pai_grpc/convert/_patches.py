@@ -28,10 +28,7 @@ from dataclasses import fields
 from typing import Any, TypeVar
 
 from pai.v1 import model_pb2
-from pai_grpc.convert._json import (
-    object_from_proto,
-    struct_to_proto,
-)
+from pai_grpc.convert._json import object_from_proto, struct_to_proto
 from pai_grpc.convert._model import (
     expect_list,
     instructions_from_proto,
@@ -50,9 +47,7 @@ from pai_grpc.convert._model_request import (
     tool_manifest_from_proto,
     tool_manifest_to_proto,
 )
-from pai_grpc.domain import (
-    ModelSettings,
-)
+from pai_grpc.domain import ModelSettings
 from pai_grpc.errors import InvalidArgument
 from pai_grpc.lifecycle._patches import (
     UNSET,
@@ -61,8 +56,6 @@ from pai_grpc.lifecycle._patches import (
     RunPatch,
     coerce_patch,
 )
-
-# -------------------------------------------------------------------- patches
 
 P = TypeVar("P", bound=ModelStepPatch | RunPatch)
 
