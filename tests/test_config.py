@@ -271,7 +271,10 @@ async def test_phase_overrides_inherit_the_plugins_timeout_and_failure_mode(
         async with serve_in_process(database_url, agents=agents) as srv:
             run, _ = await run_once(srv)
         assert run.status == runs_pb2.RUN_STATUS_COMPLETED
-        assert [(p, r) for _, p, r, _ in failures(run)] == [("prepare_run", "HOOK_PROTOCOL_ERROR")]
+        # Skipped once, and counted once (the count is part of the claim).
+        assert [(p, r, n) for _, p, r, n in failures(run)] == [
+            ("prepare_run", "HOOK_PROTOCOL_ERROR", 1)
+        ]
     finally:
         for item in reversed(opened):
             await item.close()
