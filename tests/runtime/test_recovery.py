@@ -29,7 +29,7 @@ from tests.runtime.support import collect, kinds, new_thread, send, text, transc
 SLOW = " ".join(f"w{i}" for i in range(60))
 
 
-@pytest.mark.rule("LC-08")
+@pytest.mark.rule("RT-09")
 @pytest.mark.rule("RT-05")
 async def test_a_runner_that_lost_its_lease_writes_nothing_more(database_url: str) -> None:
     slow = ScriptedModel([SLOW], chunk_delay=0.05)
