@@ -6,8 +6,8 @@ at start-up with a message naming the file, the table and the key, instead of
 being silently ignored. :func:`load_config_file` is the only reader of the
 file; everything inward (``Settings``, ``load_agents``) sees these models.
 
-The README's configuration reference is generated from the models
-(:func:`config_reference`); the ``description`` of each field is its meaning.
+The configuration reference (``docs/configuration.md``) is generated from the
+models (:func:`config_reference`); the ``description`` of each field is its meaning.
 """
 
 from __future__ import annotations
@@ -582,7 +582,8 @@ def config_reference() -> str:
         "### Configuration file reference",
         "",
         "Generated from the models in `pai_grpc/_config_file.py` by "
-        "`python -m pai_grpc.config --reference --write README.md`; do not edit it by hand.",
+        "`python -m pai_grpc.config --reference --write docs/configuration.md`; "
+        "do not edit it by hand.",
     ]
     for heading, note, model in _sections(ConfigFile, [], None, set()):
         rows = [

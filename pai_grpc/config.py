@@ -109,7 +109,7 @@ class Settings:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pai_grpc.config --reference [--write README.md]``."""
+    """``python -m pai_grpc.config --reference [--write docs/configuration.md]``."""
     p = argparse.ArgumentParser(prog="python -m pai_grpc.config", description=__doc__)
     p.add_argument("--reference", action="store_true", help="print the config file reference")
     p.add_argument("--write", metavar="FILE", help="replace the reference block in FILE")

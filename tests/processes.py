@@ -23,16 +23,20 @@ class Processes:
     """`pai-grpc` server and runner processes sharing one database.
 
     A short lease makes recovery after kill -9 quick; ``chunk_delay`` paces the
-    offline model so a run is still streaming when a test acts on it.
+    offline model so a run is still streaming when a test acts on it. A long
+    ``lease_seconds`` makes heartbeats (every lease/3) rare, so a test can tell
+    a LISTEN/NOTIFY wake-up from a heartbeat.
     """
 
-    def __init__(self, tmp: Path, url: str, *, chunk_delay: float = 0.05) -> None:
+    def __init__(
+        self, tmp: Path, url: str, *, chunk_delay: float = 0.05, lease_seconds: float = 2.0
+    ) -> None:
         self.tmp = tmp
         self.url = url
         self.address = f"127.0.0.1:{free_port()}"
         self.config = tmp / "pai.toml"
         self.config.write_text(
-            f"[runner]\nlease_seconds = 2.0\n\n[offline]\nchunk_delay = {chunk_delay}\n"
+            f"[runner]\nlease_seconds = {lease_seconds}\n\n[offline]\nchunk_delay = {chunk_delay}\n"
         )
         self.env = {**os.environ, "PAI_DATABASE_URL": url, "PAI_CONFIG": str(self.config)}
         self.env.pop("ANTHROPIC_API_KEY", None)

@@ -68,13 +68,23 @@ def test_serve_then_chat_prints_a_streamed_reply(
     assert "thread " not in again.stderr  # continued the same thread
 
 
-def test_sigterm_drains_gracefully(served: subprocess.Popen[str], env: dict[str, str]) -> None:
+def test_sigterm_with_nothing_in_flight_drains_without_waiting_out_the_grace(
+    served: subprocess.Popen[str], env: dict[str, str]
+) -> None:
+    # NOT_SERVING during a drain with a run in flight is proven by
+    # tests/test_drain.py::test_sigterm_reports_not_serving_while_streams_finish;
+    # here nothing is in flight, so the drain must not sit out the grace period.
+    started = time.monotonic()
     served.send_signal(signal.SIGTERM)
     assert served.wait(timeout=20) == 0
+    assert time.monotonic() - started < 5  # well under the default 10 s grace
     stderr = served.log.read_text()  # type: ignore[attr-defined]
     assert "offline stand-in model" in stderr  # the log says which model answers
-    assert "draining" in stderr
-    assert "drained" in stderr
+    assert "draining (grace 10.0s)" in stderr
+    assert "drained; bye" in stderr
+    assert " ERROR " not in stderr
+    # The port is closed afterwards: health reports the server unreachable.
+    assert run("health", "--address", env["PAI_ADDRESS"], env=env).returncode != 0
 
 
 def test_serve_refuses_an_unmigrated_database(env: dict[str, str]) -> None:

@@ -28,7 +28,7 @@ def text(s: str) -> parts_pb2.MessagePart:
     return parts_pb2.MessagePart(text=parts_pb2.TextPart(text=s))
 
 
-async def start_slow_run(srv, delay: float) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+async def start_slow_run(srv) -> tuple[str, str]:  # type: ignore[no-untyped-def]
     thread_id = (await srv.threads.CreateThread(tpb.CreateThreadRequest())).thread.id
     sent = await srv.threads.Send(tpb.SendRequest(thread_id=thread_id, parts=[text("go")]))
     for _ in range(200):  # wait until the runner holds it
@@ -42,27 +42,22 @@ async def start_slow_run(srv, delay: float) -> tuple[str, str]:  # type: ignore[
 async def test_drain_lets_in_flight_runs_finish(sqlite_url: str) -> None:
     model = ScriptedModel(["a b c d e"], chunk_delay=0.1)
     async with serve_in_process(sqlite_url, model=model) as srv:
-        _, run_id = await start_slow_run(srv, 0.1)
+        run_id = (await start_slow_run(srv))[1]
         await srv.app.stop(grace=10)
         store = await migrated_store(sqlite_url)
         run = await store.get_run("default", run_id)
         await store.close()
         assert run is not None
         assert run.status == "completed"
-        # serve_in_process stops the app again on exit; that must be harmless
-        srv.app.stop = _noop  # type: ignore[method-assign]
-
-
-async def _noop(grace: float | None = None) -> None:
-    return None
+        # serve_in_process stops the app again on exit: App.stop is idempotent.
 
 
 async def test_drain_hands_back_runs_that_outlive_the_grace(sqlite_url: str) -> None:
     model = ScriptedModel(["slow " * 50], chunk_delay=0.2)
     async with serve_in_process(sqlite_url, model=model) as srv:
-        thread_id, run_id = await start_slow_run(srv, 0.2)
+        thread_id, run_id = await start_slow_run(srv)
         await srv.app.stop(grace=0.2)
-        srv.app.stop = _noop  # type: ignore[method-assign]
+        # serve_in_process stops the app again on exit: App.stop is idempotent.
 
     store = await migrated_store(sqlite_url)
     run = await store.get_run("default", run_id)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
+import subprocess
+import sys
 
 import grpc
 import pytest
@@ -194,7 +195,21 @@ async def test_services_the_server_does_not_host_answer_unimplemented(
     assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 
-def test_testing_helper_module_is_importable_without_a_loop(tmp_path: Path) -> None:
-    from pai_grpc import testing
-
-    assert callable(testing.serve_in_process)
+def test_testing_helper_module_is_importable_without_a_loop() -> None:
+    # A fresh interpreter, so no event loop exists: importing must not need one,
+    # and serve_in_process only builds an async context manager until entered.
+    code = (
+        "import asyncio\n"
+        "from pai_grpc import testing\n"
+        "cm = testing.serve_in_process('sqlite:///unused.db')\n"
+        "assert hasattr(cm, '__aenter__') and hasattr(cm, '__aexit__'), cm\n"
+        "try:\n"
+        "    asyncio.get_running_loop()\n"
+        "except RuntimeError:\n"
+        "    print('no loop')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "no loop"

@@ -71,6 +71,7 @@ class App:
         self.port = 0
         self._monitor: asyncio.Task[None] | None = None
         self._availability = asyncio.Event()
+        self._stopped = False
 
     async def start(self) -> int:
         """Check the schema, start the runner and the server; return the bound port."""
@@ -130,7 +131,14 @@ class App:
         return self.port
 
     async def stop(self, grace: float | None = None) -> None:
-        """Drain gracefully: report NOT_SERVING, stop accepting, finish or hand back runs."""
+        """Drain gracefully: report NOT_SERVING, stop accepting, finish or hand back runs.
+
+        Idempotent: a second call (say, a test harness stopping an app the test
+        already drained) returns at once instead of closing things twice.
+        """
+        if self._stopped:
+            return
+        self._stopped = True
         grace = self.settings.grace_seconds if grace is None else grace
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace

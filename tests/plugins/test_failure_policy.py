@@ -177,11 +177,11 @@ async def test_a_plugin_that_is_down(database_url: str) -> None:
         assert run.status == runs_pb2.RUN_STATUS_COMPLETED
         assert (await transcript(srv, thread_id))[-1] == ("assistant", "hello world")
         # Each phase failed open once in the step, then was skipped for its rest.
-        assert {(p, r) for _, p, r, _ in failures(run)} == {
-            ("prepare_run", "HOOK_UNAVAILABLE"),
-            ("prepare_model_step", "HOOK_UNAVAILABLE"),
-            ("around_model_call", "HOOK_UNAVAILABLE"),
-            ("transform_step_stream", "HOOK_UNAVAILABLE"),
+        assert {(p, r, n) for _, p, r, n in failures(run)} == {
+            ("prepare_run", "HOOK_UNAVAILABLE", 1),
+            ("prepare_model_step", "HOOK_UNAVAILABLE", 1),
+            ("around_model_call", "HOOK_UNAVAILABLE", 1),
+            ("transform_step_stream", "HOOK_UNAVAILABLE", 1),
         }
 
 
@@ -204,11 +204,11 @@ async def test_repeated_failures_back_off_until_the_plugin_is_healthy(
         # Backed off: the plugin is not called at all; every phase is skipped as unavailable.
         assert fake.behaviour.calls == ["prepare_run", "prepare_model_step"]
         assert run.status == runs_pb2.RUN_STATUS_COMPLETED
-        assert {(p, r) for _, p, r, _ in failures(run)} == {
-            ("prepare_run", "HOOK_UNAVAILABLE"),
-            ("prepare_model_step", "HOOK_UNAVAILABLE"),
-            ("around_model_call", "HOOK_UNAVAILABLE"),
-            ("transform_step_stream", "HOOK_UNAVAILABLE"),
+        assert {(p, r, n) for _, p, r, n in failures(run)} == {
+            ("prepare_run", "HOOK_UNAVAILABLE", 1),
+            ("prepare_model_step", "HOOK_UNAVAILABLE", 1),
+            ("around_model_call", "HOOK_UNAVAILABLE", 1),
+            ("transform_step_stream", "HOOK_UNAVAILABLE", 1),
         }
         # A SERVING health check ends the back-off; calls flow again.
         fake.behaviour.slow = False

@@ -113,7 +113,6 @@ async def test_trigger_runs_with_an_input_and_no_user_message(database_url: str)
         assert record.input == {"trigger": {"job": "digest"}}
 
 
-@pytest.mark.rule("LC-02")
 async def test_regenerate_removes_the_target_and_answers_again(database_url: str) -> None:
     answers = iter(["first answer", "second answer"])
     model = ScriptedModel(lambda call: next(answers))
@@ -253,8 +252,13 @@ async def test_steering_is_taken_in_at_the_next_step_boundary(database_url: str)
     async with serve_in_process(database_url, model=model) as srv:
         thread_id = await new_thread(srv)
         handle = await send(srv, thread_id, "first")
-        await wait_run(srv, handle.run_id, statuses={runs_pb2.RUN_STATUS_RUNNING})
-        await asyncio.sleep(0.1)
+        # Steer once the first step is streaming (its first text delta is out),
+        # so the message can only be taken in at the boundary after that step.
+        stream = srv.runs.StreamRun(run_service_pb2.StreamRunRequest(run_id=handle.run_id))
+        async for response in stream:
+            if response.event.chunk.WhichOneof("chunk") == "text_delta":
+                break
+        stream.cancel()
         steer = await send(srv, thread_id, "actually, this", delivery=tpb.DELIVERY_STEER)
         assert steer.run_id == handle.run_id  # the active run takes it in
         assert steer.message_id
@@ -264,6 +268,7 @@ async def test_steering_is_taken_in_at_the_next_step_boundary(database_url: str)
         assert run.step_count == 2
         texts = await transcript(srv, thread_id)
         assert [r for r, _ in texts] == ["user", "user", "assistant", "assistant"]
+        assert texts[2][1].startswith("re: first")  # the step under way finished first
         assert texts[3][1].startswith("re: actually, this")
 
 

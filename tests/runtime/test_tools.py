@@ -194,7 +194,6 @@ async def events_until(srv: InProcessServer, run_id: str, status: int) -> list[r
     return out
 
 
-@pytest.mark.rule("TH-03")
 async def test_client_tool_waits_for_the_client_result(database_url: str) -> None:
     picker = client_tool(
         "pick_color",
@@ -378,7 +377,6 @@ async def test_remote_tools_run_in_another_server(database_url: str) -> None:
         await tool_server.stop(None)
 
 
-@pytest.mark.rule("AS-03")
 async def test_cancelling_a_waiting_run_cancels_its_tool_parts(database_url: str) -> None:
     picker = client_tool("pick", input_schema={"type": "object"})
     model = scripted_tools(("c1", "pick", {}))
@@ -397,7 +395,6 @@ async def test_cancelling_a_waiting_run_cancels_its_tool_parts(database_url: str
         assert (await wait_run(srv, queued.run_id)).status == runs_pb2.RUN_STATUS_COMPLETED
 
 
-@pytest.mark.rule("TH-03")
 async def test_a_tool_executing_when_its_runner_was_lost_gets_a_recovery_result(
     database_url: str,
 ) -> None:

@@ -152,7 +152,6 @@ def auth(token: str) -> tuple[tuple[str, str], ...]:
 
 
 @pytest.mark.rule("RT-01")
-@pytest.mark.rule("LC-03")
 async def test_scopes_come_from_bearer_tokens_and_isolate_tenants(
     database_url: str, tmp_path: Path
 ) -> None:

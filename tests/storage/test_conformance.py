@@ -427,7 +427,6 @@ async def test_idempotency_keys_store_the_original_result(store: Store) -> None:
 # ---- claims and leases ----------------------------------------------------
 
 
-@pytest.mark.rule("LC-08")
 async def test_run_writes_are_fenced_by_the_lease(store: Store) -> None:
     thread_id = await make_thread(store)
     run_id = await start_run(store, thread_id)
@@ -455,7 +454,6 @@ async def test_run_writes_are_fenced_by_the_lease(store: Store) -> None:
     assert await state(store, thread_id) == before
 
 
-@pytest.mark.rule("LC-08")
 async def test_an_expired_lease_is_reclaimed_and_the_old_holder_cannot_write(store: Store) -> None:
     thread_id = await make_thread(store)
     run_id = await start_run(store, thread_id)
