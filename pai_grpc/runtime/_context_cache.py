@@ -109,8 +109,3 @@ class ContextCache:
             entry.model_messages.append(to_model_messages([message]))
             entry.size += message_size(record)
         entry.count = head.message_count
-
-    def forget(self, thread_id: str) -> None:
-        """Drop a thread's entries (e.g. when it is deleted)."""
-        for key in [k for k in self._entries if k[1] == thread_id]:
-            self.size -= self._entries.pop(key).size
