@@ -20,7 +20,6 @@ from pai_grpc.domain import (
     AbortChunk,
     ChunkEvent,
     ErrorChunk,
-    MessageEvent,
     MessagePart,
     RunError,
     StatusEvent,
@@ -33,14 +32,14 @@ from pai_grpc.lifecycle import (
     Complete,
     HookReport,
     NextStep,
-    RegenerateRewrite,
     StepInfo,
     current_report,
 )
 from pai_grpc.runtime._agents import Agent
 from pai_grpc.runtime._committer import RunCommitter, RunFailure, Stop
 from pai_grpc.runtime._pipeline import HookPipeline, StepResult
-from pai_grpc.runtime._records import message_from_record, parts_to_json
+from pai_grpc.runtime._queued import apply_queued_message, apply_queued_regenerate
+from pai_grpc.runtime._records import parts_to_json
 from pai_grpc.runtime._reducer import StreamProtocolError
 from pai_grpc.runtime._services import Services
 from pai_grpc.runtime._sink import EventSink
@@ -290,89 +289,17 @@ class RunExecutor:
         queued = self._run.input.get("message")
         regenerate = self._run.input.get("regenerate")
         if isinstance(queued, dict):
-            await self._apply_queued_message(queued)
+            await apply_queued_message(self._committer, queued)
         elif isinstance(regenerate, dict) and not regenerate.get("applied"):
-            await self._apply_queued_regenerate(str(regenerate.get("target_message_id", "")))
-        if self._run.operation == "resume" or self._run.attempts > 1:
-            await self._settle_tools()
-
-    async def _apply_queued_message(self, queued: dict[str, Any]) -> None:
-        parts, metadata = queued.get("parts"), queued.get("metadata")
-        message = NewMessage(
-            id=str(queued["id"]),
-            role="user",
-            parts=parts if isinstance(parts, list) else [],
-            metadata=metadata if isinstance(metadata, dict) else {},
-            run_id=self.run_id,
-        )
-        self._committer.input = {**self._committer.input, "message_id": message.id}
-        await self._committer.commit(
-            WriteSet(
-                scope=self._scope,
-                thread_id=self._thread_id,
-                append_messages=[message],
-                update_runs=[
-                    RunUpdate(
-                        id=self.run_id,
-                        lease=self._committer.lease,
-                        input={"message_id": message.id},
-                    )
-                ],
-            ),
-            after=lambda result: [MessageEvent(message=message_from_record(result.messages[0]))],
-            count=1,
-            kinds=("messages_committed",),
-        )
-
-    async def _apply_queued_regenerate(self, target_id: str) -> None:
-        """A queued regeneration, applied now: the same history-rewrite hooks as Regenerate."""
-        store = self._store
-        for _ in range(20):
-            target = await store.get_messages(self._scope, self._thread_id, [target_id])
-            thread = await store.get_thread(self._scope, self._thread_id)
-            if not target or target[0].role != "assistant" or thread is None:
-                raise RunFailure(
-                    "REGENERATE_TARGET_GONE", f"message {target_id!r} is no longer there"
-                )
-            history = self._services.history
-            rewrite, patch = await history.regeneration(
-                store, self._agent, thread, target[0], self._pipeline.runtime_context
-            )
-            applied: dict[str, Any] = {
-                "target_message_id": target_id,
-                "applied": True,
-                "removed": list(rewrite.removed_message_ids),
-                "retained": list(rewrite.retained_message_ids),
-            }
-            try:
-                result = await self._committer.commit(
-                    WriteSet(
-                        scope=self._scope,
-                        thread_id=self._thread_id,
-                        expected_version=thread.version,
-                        thread=patch,
-                        truncate_from_message_id=target_id,
-                        update_runs=[
-                            RunUpdate(
-                                id=self.run_id,
-                                lease=self._committer.lease,
-                                input={"regenerate": applied},
-                            )
-                        ],
-                    ),
-                    kinds=("messages_removed",),
-                )
-            except VersionConflict:
-                continue  # decided on stale state: prepare again (HR-03)
-            after = result.thread.version if result.thread else thread.version + 1
-            history.announce(
-                self._agent.lifecycle,
-                thread_id=self._thread_id,
-                rewrite=_with_after(rewrite, after),
+            await apply_queued_regenerate(
+                self._committer,
+                services=self._services,
+                agent=self._agent,
+                target_id=str(regenerate.get("target_message_id", "")),
                 runtime_context=self._pipeline.runtime_context,
             )
-            return
-        raise RunFailure("THREAD_CONTENDED", "the thread kept changing during regeneration")
+        if self._run.operation == "resume" or self._run.attempts > 1:
+            await self._settle_tools()
 
     # ---- after the stream: tools, after_step, the transition -----------------
 
@@ -592,10 +519,6 @@ def _original(parts: list[MessagePart], part: ToolPart) -> ToolPart:
         if isinstance(p, ToolPart) and p.tool_call_id == part.tool_call_id:
             return p
     return part
-
-
-def _with_after(rewrite: RegenerateRewrite, after: int) -> RegenerateRewrite:
-    return replace(rewrite, after_version=after)
 
 
 def _error_of(e: BaseException) -> RunError:
