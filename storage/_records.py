@@ -267,7 +267,7 @@ class NewRun:
 
 
 @dataclass(frozen=True, slots=True)
-class RunPatch:
+class RunUpdate:
     """Changes to one run.
 
     With ``lease`` the update is fenced: it applies only while that lease is
@@ -367,7 +367,7 @@ class WriteSet:
     #: Delete this message and every later one (regeneration).
     truncate_from_message_id: str | None = None
     insert_runs: list[NewRun] = field(default_factory=list)
-    update_runs: list[RunPatch] = field(default_factory=list)
+    update_runs: list[RunUpdate] = field(default_factory=list)
     insert_pending: list[NewPendingAction] = field(default_factory=list)
     update_pending: list[PendingActionPatch] = field(default_factory=list)
     events: list[NewEvent] = field(default_factory=list)

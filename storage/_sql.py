@@ -48,8 +48,8 @@ from storage._records import (
     NewEvent,
     Page,
     PendingActionRecord,
-    RunPatch,
     RunRecord,
+    RunUpdate,
     ThreadRecord,
     WriteSet,
 )
@@ -665,7 +665,7 @@ class Sql:
         conn.execute(insert(runs), [_row(r) for r in records])
         return records
 
-    def _update_run(self, conn: Connection, scope: str, patch: RunPatch, now: datetime) -> None:
+    def _update_run(self, conn: Connection, scope: str, patch: RunUpdate, now: datetime) -> None:
         params: dict[str, Any] = {"p_id": patch.id, "p_scope": scope, "v_updated_at": now}
         fields_set: tuple[str, ...] = ()
         for name in _RUN_FIELDS:

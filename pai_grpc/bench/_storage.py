@@ -16,7 +16,7 @@ from storage import (
     NewMessage,
     NewRun,
     NewThread,
-    RunPatch,
+    RunUpdate,
     Store,
     ThreadPatch,
     WriteSet,
@@ -118,7 +118,7 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
                     thread_id=got.run.thread_id,
                     thread=ThreadPatch(active_run_id=PROMOTE_NEXT),
                     update_runs=[
-                        RunPatch(
+                        RunUpdate(
                             id=got.run.id, lease=got.lease, status="completed", release_lease=True
                         )
                     ],

@@ -41,7 +41,7 @@ from storage import (
     MessageRecord,
     NewMessage,
     Page,
-    RunPatch,
+    RunUpdate,
     Store,
     ThreadPatch,
     VersionConflict,
@@ -344,7 +344,7 @@ class _Committer:
             append_messages=appends,
             update_messages=message_patches,
             # Always fenced: a stale episode cannot write through a retained facade.
-            update_runs=[RunPatch(id=state.run_id or "", lease=lease, **run_patch)],
+            update_runs=[RunUpdate(id=state.run_id or "", lease=lease, **run_patch)],
         )
         if expected_version is not None and not (
             thread_patch or appends or message_patches or expected_private_metadata

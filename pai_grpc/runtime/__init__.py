@@ -2,15 +2,11 @@
 
 from pai_grpc.domain import Resolution
 from pai_grpc.runtime._agents import DEFAULT_AGENT, Agent, AgentRegistry
-from pai_grpc.runtime._execution import Execution
-from pai_grpc.runtime._mutations import (
-    RegenerateInput,
-    RegenerateResult,
-    SendInput,
-    TriggerInput,
-)
+from pai_grpc.runtime._executor import RunExecutor
+from pai_grpc.runtime._mutations import SendInput, TriggerInput
 from pai_grpc.runtime._reads import ThreadChange
 from pai_grpc.runtime._reducer import StepReducer, StreamProtocolError
+from pai_grpc.runtime._rewrites import RegenerateInput, RegenerateResult
 from pai_grpc.runtime._runner import Runner, default_owner
 from pai_grpc.runtime._runtime import Runtime
 from pai_grpc.runtime._services import Services
@@ -20,11 +16,11 @@ __all__ = [
     "DEFAULT_AGENT",
     "Agent",
     "AgentRegistry",
-    "Execution",
     "Limits",
     "RegenerateInput",
     "RegenerateResult",
     "Resolution",
+    "RunExecutor",
     "Runner",
     "Runtime",
     "SendInput",

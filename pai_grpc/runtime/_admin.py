@@ -33,7 +33,7 @@ from pai_grpc.streams import ThreadHint
 from storage import (
     InvalidPageToken,
     MessagePatch,
-    RunPatch,
+    RunUpdate,
     VersionConflict,
     WriteSet,
 )
@@ -197,7 +197,7 @@ class Admin:
             WriteSet(
                 scope=scope,
                 thread_id=run.thread_id,
-                update_runs=[RunPatch(id=run_id, **fields)],  # type: ignore[arg-type]
+                update_runs=[RunUpdate(id=run_id, **fields)],  # type: ignore[arg-type]
             ),
             hint=ThreadHint(run.thread_id, ("runs",)) if metadata is not None else None,
         )

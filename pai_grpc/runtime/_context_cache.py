@@ -46,7 +46,7 @@ class _Entry:
 
 
 @dataclass(frozen=True)
-class Context:
+class ContextSnapshot:
     """A thread's context-visible messages below ``count`` and their model messages."""
 
     head: ThreadRecord
@@ -76,7 +76,7 @@ class ContextCache:
     def __contains__(self, key: object) -> bool:
         return key in self._entries
 
-    async def read(self, scope: str, thread_id: str) -> Context:
+    async def read(self, scope: str, thread_id: str) -> ContextSnapshot:
         """The thread's context now (raises storage NotFound when the thread is gone)."""
         key = (scope, thread_id)
         entry = self._entries.get(key)
@@ -93,7 +93,7 @@ class ContextCache:
             self.size -= old.size
         self._extend(entry, head, records)
         flat = [m for group in entry.model_messages for m in group]
-        context = Context(head=head, messages=list(entry.messages), model_messages=flat)
+        context = ContextSnapshot(head=head, messages=list(entry.messages), model_messages=flat)
         self._entries[key] = entry
         self.size += entry.size
         while self.size > self.max_bytes and self._entries:
@@ -109,8 +109,3 @@ class ContextCache:
             entry.model_messages.append(to_model_messages([message]))
             entry.size += message_size(record)
         entry.count = head.message_count
-
-    def forget(self, thread_id: str) -> None:
-        """Drop a thread's entries (e.g. when it is deleted)."""
-        for key in [k for k in self._entries if k[1] == thread_id]:
-            self.size -= self._entries.pop(key).size

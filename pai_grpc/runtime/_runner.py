@@ -14,7 +14,7 @@ import os
 import socket
 
 from pai_grpc.domain import new_id
-from pai_grpc.runtime._execution import Execution
+from pai_grpc.runtime._executor import RunExecutor
 from pai_grpc.runtime._services import Services
 from storage import ClaimedRun, Unavailable, patient
 
@@ -28,7 +28,7 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{new_id('run')[-8:]}"
 
 
-async def _patiently(execution: Execution) -> None:
+async def _patiently(execution: RunExecutor) -> None:
     """Run an execution that waits out database outages (still under its lease).
 
     Failing instead would leave the run stalled until its lease expired; waiting
@@ -56,8 +56,8 @@ class Runner:
         self._lease_seconds = lease_seconds
         self._poll_interval = poll_interval
         self._wake = asyncio.Event()
-        self._executions: dict[asyncio.Task[None], Execution] = {}
-        self._by_run: dict[str, Execution] = {}
+        self._executions: dict[asyncio.Task[None], RunExecutor] = {}
+        self._by_run: dict[str, RunExecutor] = {}
         self._loop_task: asyncio.Task[None] | None = None
         self._stopping = False
         self._agent_cache: dict[str, str] = {}
@@ -149,7 +149,9 @@ class Runner:
             # The run is leased already: wait out an outage rather than strand it.
             with patient():
                 agent = self._services.agents.get(await self._agent_of(claimed))
-            execution = Execution(self._services, agent, claimed, lease_seconds=self._lease_seconds)
+            execution = RunExecutor(
+                self._services, agent, claimed, lease_seconds=self._lease_seconds
+            )
             task = asyncio.create_task(_patiently(execution), name=f"run {claimed.run.id}")
             self._executions[task] = execution
             self._by_run[claimed.run.id] = execution

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from pai_grpc.domain import RunEvent, RunEventPayload
 from pai_grpc.runtime._records import payload_to_json
 from pai_grpc.streams import RunChannel
-from storage import SEQ_BLOCK, Lease, NewEvent, RunPatch, WriteSet
+from storage import SEQ_BLOCK, Lease, NewEvent, RunUpdate, WriteSet
 
 if TYPE_CHECKING:
     from pai_grpc.runtime._services import Services
@@ -182,7 +182,7 @@ class EventSink:
                         scope=self._scope,
                         thread_id=self._thread_id,
                         update_runs=[
-                            RunPatch(
+                            RunUpdate(
                                 id=self._run_id,
                                 lease=self._lease,
                                 last_seq=last,

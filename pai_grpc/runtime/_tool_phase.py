@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pai_grpc.domain import (
     JsonValue,
+    MessagePart,
     StepStreamChunk,
     ToolApproval,
     ToolApprovalRequestChunk,
@@ -29,13 +30,19 @@ from pai_grpc.domain import (
     new_id,
 )
 from pai_grpc.lifecycle import (
+    AfterToolResultInput,
+    AgentLifecycle,
+    BeforeToolCallInput,
     Reject,
     ReplaceInput,
     ReplaceMessage,
     ReplaceOutput,
     Skip,
+    StepInfo,
+    ToolInfo,
     ToolResult,
 )
+from pai_grpc.runtime._reducer import StepReducer
 from pai_grpc.tools import (
     InitialEntry,
     InvalidToolInput,
@@ -424,3 +431,103 @@ class ToolPhase:
                 ToolApprovalRequestChunk(approval_id=action_id, tool_call_id=part.tool_call_id)
             )
         return ToolOutcome(part=updated, chunks=chunks, pending=pending, suspend=suspend)
+
+
+class BoundToolHooks:
+    """before_tool_call / after_tool_result bound to one step of this run."""
+
+    def __init__(
+        self,
+        lifecycle: AgentLifecycle,
+        *,
+        phases: frozenset[str],
+        base: Callable[[], dict[str, Any]],
+        step: StepInfo,
+    ) -> None:
+        self._lifecycle = lifecycle
+        self._phases = phases
+        #: The fields every hook input of this episode carries.
+        self._base = base
+        self._step = step
+
+    def _input(
+        self, part: ToolPart, tool: Tool | None, entry: ToolEntry, history: list[Any]
+    ) -> dict[str, Any]:
+        info = ToolInfo(
+            name=part.tool_name,
+            source=tool.source if tool is not None else "backend",
+            description=tool.description if tool is not None else "",
+        )
+        return {
+            **self._base(),
+            "step": self._step,
+            "tool": info,
+            "tool_call_id": part.tool_call_id,
+            "entry": entry,
+            "suspend_history": list(history),
+            "input": part.input,
+        }
+
+    async def before(self, part: ToolPart, tool: Tool, entry: ToolEntry, history: list[Any]) -> Any:
+        """before_tool_call (TH-01)."""
+        if "before_tool_call" not in self._phases:
+            return None
+        return await self._lifecycle.before_tool_call(
+            BeforeToolCallInput(**self._input(part, tool, entry, history))
+        )
+
+    async def after(
+        self,
+        part: ToolPart,
+        tool: Tool | None,
+        entry: ToolEntry,
+        history: list[Any],
+        result: ToolResult,
+    ) -> Any:
+        """after_tool_result (TH-03)."""
+        if "after_tool_result" not in self._phases:
+            return None
+        return await self._lifecycle.after_tool_result(
+            AfterToolResultInput(**self._input(part, tool, entry, history), result=result)
+        )
+
+
+def cancelled_outcome(part: ToolPart) -> ToolOutcome:
+    """A waiting tool part cancelled because the run completes (AS-03)."""
+    message = "the run completed before this tool call finished"
+    return ToolOutcome(
+        part=part.model_copy(update={"state": "output-error", "error_text": message}),
+        chunks=[
+            ToolErrorChunk(
+                tool_call_id=part.tool_call_id,
+                tool_name=part.tool_name,
+                input=part.input,
+                error_text=message,
+            )
+        ],
+        result=ToolResult(status="output-error", message=message, source="cancel"),
+    )
+
+
+def validate_calls(
+    phase: ToolPhase, reducer: StepReducer, parts: list[MessagePart]
+) -> tuple[list[ValidCall], list[ToolOutcome]]:
+    """Parse every runtime tool call once, after the whole transform composition (TV-01/02)."""
+    by_id = {p.tool_call_id: p for p in parts if isinstance(p, ToolPart)}
+    valid: list[ValidCall] = []
+    rejected: list[ToolOutcome] = []
+    for call in reducer.tool_calls:
+        if call.provider_executed or call.invalid or call.tool_call_id not in by_id:
+            continue
+        checked = phase.validate(call, by_id[call.tool_call_id])
+        if isinstance(checked, ValidCall):
+            valid.append(checked)
+        else:
+            rejected.append(checked)
+    return valid, rejected
+
+
+def merge_outcomes(parts: list[MessagePart], outcomes: Sequence[ToolOutcome]) -> list[MessagePart]:
+    """The step's parts with each decided tool call's part in place of the original."""
+    replaced = {o.part.tool_call_id: o.part for o in outcomes}
+    return [replaced.get(p.tool_call_id, p) if isinstance(p, ToolPart) else p for p in parts]

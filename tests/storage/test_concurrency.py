@@ -12,7 +12,7 @@ from storage import (
     PROMOTE_NEXT,
     LeaseLost,
     NewEvent,
-    RunPatch,
+    RunUpdate,
     Store,
     ThreadPatch,
     WriteSet,
@@ -97,7 +97,9 @@ async def test_four_claimers_drain_two_hundred_runs_exactly_once(pg: Store) -> N
                     thread_id=run.thread_id,
                     thread=ThreadPatch(active_run_id=PROMOTE_NEXT),
                     update_runs=[
-                        RunPatch(id=run.id, lease=got.lease, status="completed", release_lease=True)
+                        RunUpdate(
+                            id=run.id, lease=got.lease, status="completed", release_lease=True
+                        )
                     ],
                 )
             )
@@ -129,7 +131,7 @@ async def test_a_claimer_whose_lease_expired_cannot_write(pg: Store) -> None:
                 scope=SCOPE,
                 thread_id=thread_id,
                 append_messages=[text_message("stale step")],
-                update_runs=[RunPatch(id=run_id, lease=slow.lease, step_count=1, last_seq=1)],
+                update_runs=[RunUpdate(id=run_id, lease=slow.lease, step_count=1, last_seq=1)],
                 events=[NewEvent(run_id, 1, {"kind": "stale"})],
             )
         )

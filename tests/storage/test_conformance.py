@@ -27,7 +27,7 @@ from storage import (
     NewRun,
     NotFound,
     PendingActionPatch,
-    RunPatch,
+    RunUpdate,
     StateConflict,
     Store,
     ThreadPatch,
@@ -89,7 +89,7 @@ async def test_writes_outside_the_scope_fail_and_write_nothing(store: Store) -> 
             WriteSet(
                 scope=OTHER,
                 thread_id=thread_id,
-                update_runs=[RunPatch(id=run_id, status="cancelled")],
+                update_runs=[RunUpdate(id=run_id, status="cancelled")],
             )
         )
     assert await state(store, thread_id) == before
@@ -110,7 +110,7 @@ async def test_a_write_set_commits_root_children_and_run_together(store: Store) 
             thread=ThreadPatch(status="waiting", metadata={"k": 1}),
             append_messages=[text_message("a"), text_message("b")],
             update_runs=[
-                RunPatch(id=run_id, lease=lease, status="waiting", step_count=1, last_seq=2)
+                RunUpdate(id=run_id, lease=lease, status="waiting", step_count=1, last_seq=2)
             ],
             insert_pending=[
                 NewPendingAction(
@@ -291,7 +291,7 @@ async def test_pending_actions_resolve_once(store: Store) -> None:
         scope=SCOPE,
         thread_id=thread_id,
         update_pending=[PendingActionPatch(id=action, status="resolved", resolution={"ok": True})],
-        update_runs=[RunPatch(id=run_id, expect_status=("queued", "running"), metadata={"r": 1})],
+        update_runs=[RunUpdate(id=run_id, expect_status=("queued", "running"), metadata={"r": 1})],
     )
     await store.commit(resolve)
     before = await state(store, thread_id)
@@ -301,7 +301,7 @@ async def test_pending_actions_resolve_once(store: Store) -> None:
                 scope=SCOPE,
                 thread_id=thread_id,
                 update_pending=[PendingActionPatch(id=action, status="resolved", resolution=2)],
-                update_runs=[RunPatch(id=run_id, metadata={"r": 2})],
+                update_runs=[RunUpdate(id=run_id, metadata={"r": 2})],
             )
         )
     assert await state(store, thread_id) == before
@@ -319,7 +319,7 @@ async def test_run_status_guard(store: Store) -> None:
                 scope=SCOPE,
                 thread_id=thread_id,
                 append_messages=[text_message("x")],
-                update_runs=[RunPatch(id=run_id, expect_status=("waiting",), status="running")],
+                update_runs=[RunUpdate(id=run_id, expect_status=("waiting",), status="running")],
             )
         )
     assert await state(store, thread_id) == before
@@ -386,7 +386,9 @@ async def test_non_strict_json_is_rejected_before_anything_is_written(
             events=[NewEvent(run_id, 1, {"v": bad})],
         ),
         WriteSet(
-            scope=SCOPE, thread_id=thread_id, update_runs=[RunPatch(id=run_id, metadata={"v": bad})]
+            scope=SCOPE,
+            thread_id=thread_id,
+            update_runs=[RunUpdate(id=run_id, metadata={"v": bad})],
         ),
     ]
     for ws in attempts:
@@ -435,7 +437,7 @@ async def test_run_writes_are_fenced_by_the_lease(store: Store) -> None:
         WriteSet(
             scope=SCOPE,
             thread_id=thread_id,
-            update_runs=[RunPatch(id=run_id, lease=claimed.lease, step_count=1)],
+            update_runs=[RunUpdate(id=run_id, lease=claimed.lease, step_count=1)],
         )
     )
     stale = claimed.lease.__class__(run_id, "r1", claimed.lease.epoch - 1, claimed.lease.expires_at)
@@ -448,7 +450,7 @@ async def test_run_writes_are_fenced_by_the_lease(store: Store) -> None:
                     scope=SCOPE,
                     thread_id=thread_id,
                     append_messages=[text_message("late")],
-                    update_runs=[RunPatch(id=run_id, lease=lease, step_count=9)],
+                    update_runs=[RunUpdate(id=run_id, lease=lease, step_count=9)],
                 )
             )
     assert await state(store, thread_id) == before
@@ -473,7 +475,7 @@ async def test_an_expired_lease_is_reclaimed_and_the_old_holder_cannot_write(sto
                 scope=SCOPE,
                 thread_id=thread_id,
                 events=[NewEvent(run_id, 1, {"kind": "stale"})],
-                update_runs=[RunPatch(id=run_id, lease=first.lease, last_seq=1)],
+                update_runs=[RunUpdate(id=run_id, lease=first.lease, last_seq=1)],
             )
         )
     assert await state(store, thread_id) == before
@@ -485,12 +487,12 @@ async def test_an_expired_lease_is_reclaimed_and_the_old_holder_cannot_write(sto
             WriteSet(
                 scope=SCOPE,
                 thread_id=thread_id,
-                update_runs=[RunPatch(id=run_id, lease=first.lease)],
+                update_runs=[RunUpdate(id=run_id, lease=first.lease)],
             )
         )
     await store.commit(
         WriteSet(
-            scope=SCOPE, thread_id=thread_id, update_runs=[RunPatch(id=run_id, lease=third.lease)]
+            scope=SCOPE, thread_id=thread_id, update_runs=[RunUpdate(id=run_id, lease=third.lease)]
         )
     )
 
@@ -525,7 +527,7 @@ async def test_one_active_run_per_thread_and_queued_runs_in_order(store: Store) 
                 thread_id=thread_id,
                 thread=ThreadPatch(active_run_id=PROMOTE_NEXT),
                 update_runs=[
-                    RunPatch(
+                    RunUpdate(
                         id=current.run.id,
                         lease=current.lease,
                         status="completed",
@@ -547,7 +549,7 @@ async def test_one_active_run_per_thread_and_queued_runs_in_order(store: Store) 
             thread_id=thread_id,
             thread=ThreadPatch(active_run_id=PROMOTE_NEXT),
             update_runs=[
-                RunPatch(
+                RunUpdate(
                     id=current.run.id, lease=current.lease, status="completed", release_lease=True
                 )
             ],
@@ -655,7 +657,7 @@ async def test_delete_thread(store: Store) -> None:
             thread_id=thread_id,
             thread=ThreadPatch(active_run_id=PROMOTE_NEXT),
             update_runs=[
-                RunPatch(id=run_id, lease=c.lease, status="completed", release_lease=True)
+                RunUpdate(id=run_id, lease=c.lease, status="completed", release_lease=True)
             ],
         )
     )

@@ -6,7 +6,7 @@ import asyncio
 
 from pai_grpc.models import ScriptedModel
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry, Runtime
-from storage import SEQ_BLOCK, NewEvent, RunPatch, Store, WriteSet
+from storage import SEQ_BLOCK, NewEvent, RunUpdate, Store, WriteSet
 from tests.storage.helpers import SCOPE, claim, make_thread, start_run
 
 
@@ -23,7 +23,7 @@ async def test_a_claim_starts_above_the_reservation_and_reserves_a_block(store: 
             thread_id=thread_id,
             events=[NewEvent(run_id, s, {"n": s}) for s in range(1, 11)],
             update_runs=[
-                RunPatch(id=run_id, lease=first.lease, last_seq=10, reserved_seq=10 + SEQ_BLOCK)
+                RunUpdate(id=run_id, lease=first.lease, last_seq=10, reserved_seq=10 + SEQ_BLOCK)
             ],
         )
     )
@@ -40,7 +40,7 @@ async def test_a_claim_starts_above_the_reservation_and_reserves_a_block(store: 
             thread_id=thread_id,
             events=[NewEvent(run_id, second.first_seq, {"n": "waiting"})],
             update_runs=[
-                RunPatch(
+                RunUpdate(
                     id=run_id,
                     lease=second.lease,
                     status="running",
@@ -68,7 +68,7 @@ async def test_cancelling_a_lost_run_writes_above_the_reservation(store: Store) 
             thread_id=thread_id,
             events=[NewEvent(run_id, s, {"n": s}) for s in range(1, 4)],
             update_runs=[
-                RunPatch(id=run_id, lease=lost.lease, last_seq=3, reserved_seq=3 + SEQ_BLOCK)
+                RunUpdate(id=run_id, lease=lost.lease, last_seq=3, reserved_seq=3 + SEQ_BLOCK)
             ],
         )
     )

@@ -1,4 +1,4 @@
-"""Transitions of an execution: every write a run makes, with its events, atomically.
+"""The run committer: every write an execution makes, with its events, atomically.
 
 Each completed assistant step commits its own message atomically with the
 run transition (RT-05); the events describing a commit (the message with its
@@ -26,15 +26,13 @@ from pai_grpc.domain import (
     RunEvent,
     RunEventPayload,
     StatusEvent,
-    ToolPart,
     Usage,
 )
 from pai_grpc.lifecycle import HookReport
-from pai_grpc.runtime._agents import Agent
 from pai_grpc.runtime._records import message_from_record, parts_to_json, payload_to_json
 from pai_grpc.runtime._services import Services
 from pai_grpc.runtime._sink import EventSink
-from pai_grpc.runtime._tool_phase import ToolOutcome
+from pai_grpc.runtime._tool_phase import ToolOutcome, merge_outcomes
 from pai_grpc.streams import ThreadHint
 from storage import (
     NOW,
@@ -46,8 +44,8 @@ from storage import (
     NewMessage,
     NewPendingAction,
     PendingActionPatch,
-    RunPatch,
     RunRecord,
+    RunUpdate,
     ThreadPatch,
     WriteSet,
 )
@@ -65,35 +63,47 @@ class RunFailure(Exception):
         self.reason = reason
 
 
-class Transitions:
-    """The commits of one execution (state is set up by :class:`Execution`)."""
+class RunCommitter:
+    """Every write one execution makes for its run, with the events describing it.
 
-    _services: Services
-    _agent: Agent
-    _run: RunRecord
-    _lease: Lease
-    _scope: str
-    _thread_id: str
-    _usage: Usage
-    _step_count: int
-    _input: dict[str, Any]
-    _report: HookReport
-    sink: EventSink
+    It owns the run's progress that each transition records (usage, step
+    count, the run's input with suspend bookkeeping) and the lease the writes
+    are fenced by; the executor and the hook pipeline advance the progress and
+    call the transitions.
+    """
 
-    @property
-    def run_id(self) -> str:
-        """The run being executed."""
-        return self._run.id
+    def __init__(
+        self,
+        *,
+        services: Services,
+        run: RunRecord,
+        lease: Lease,
+        sink: EventSink,
+        report: HookReport,
+    ) -> None:
+        self._services = services
+        self._report = report
+        self.sink = sink
+        self.run_id = run.id
+        self.scope = run.scope
+        self.thread_id = run.thread_id
+        #: The current lease (renewed by the executor's heartbeat).
+        self.lease = lease
+        self.usage = Usage.model_validate(run.usage)
+        self.step_count = run.step_count
+        #: The run's input (with suspend bookkeeping while tools wait).
+        self.input: dict[str, Any] = dict(run.input)
 
     def emit(self, payload: RunEventPayload) -> RunEvent:
         """Emit one live event of this run."""
         return self.sink.emit(payload)
 
-    def _check_sink(self) -> None:
+    def check_sink(self) -> None:
+        """Re-raise a background flush's failure (e.g. a lost lease)."""
         if self.sink.failure is not None:
             raise self.sink.failure
 
-    def _run_patch(self, **changes: Any) -> RunPatch:
+    def run_update(self, **changes: Any) -> RunUpdate:
         """A fenced run update carrying the usage and step count so far.
 
         Hooks that failed open since the last transition are recorded too.
@@ -101,29 +111,29 @@ class Transitions:
         if self._report.dirty:
             changes.setdefault("hook_failures", self._report.to_json())
             self._report.dirty = False
-        return RunPatch(
+        return RunUpdate(
             id=self.run_id,
-            lease=self._lease,
-            usage=self._usage.model_dump(mode="json", exclude_none=True),
-            step_count=self._step_count,
+            lease=self.lease,
+            usage=self.usage.model_dump(mode="json", exclude_none=True),
+            step_count=self.step_count,
             **changes,
         )
 
-    async def _commit_step(self, message: NewMessage) -> None:
+    async def commit_step(self, message: NewMessage) -> None:
         """Commit a non-terminal step: its message plus usage and step count."""
-        await self._commit(
+        await self.commit(
             WriteSet(
-                scope=self._scope,
-                thread_id=self._thread_id,
+                scope=self.scope,
+                thread_id=self.thread_id,
                 append_messages=[message],
-                update_runs=[self._run_patch()],
+                update_runs=[self.run_update()],
             ),
             after=lambda result: [MessageEvent(message=message_from_record(result.messages[0]))],
             count=1,
             kinds=("messages_committed",),
         )
 
-    async def _finish(
+    async def finish(
         self,
         *,
         status: str,
@@ -142,7 +152,7 @@ class Transitions:
         """
         final: list[RunEventPayload] = list(before or [])
         if status == "completed":
-            final.append(ChunkEvent(chunk=FinishChunk(total_usage=self._usage)))
+            final.append(ChunkEvent(chunk=FinishChunk(total_usage=self.usage)))
         final.append(
             StatusEvent.model_validate(
                 {"status": status, "outcome": outcome, "reason": reason, "error": error}
@@ -155,10 +165,10 @@ class Transitions:
             ]
             return payloads + final
 
-        await self._commit(
+        await self.commit(
             WriteSet(
-                scope=self._scope,
-                thread_id=self._thread_id,
+                scope=self.scope,
+                thread_id=self.thread_id,
                 expected_message_count=expected_message_count,
                 thread=ThreadPatch(active_run_id=PROMOTE_NEXT),
                 append_messages=[message] if message else [],
@@ -167,7 +177,7 @@ class Transitions:
                     PendingActionPatch(id=a, status="cancelled") for a in cancel_pending
                 ],
                 update_runs=[
-                    self._run_patch(
+                    self.run_update(
                         status=status,
                         outcome=outcome,
                         reason=reason,
@@ -184,7 +194,7 @@ class Transitions:
         )
         raise Stop
 
-    async def _commit_outcomes(
+    async def commit_outcomes(
         self, message_id: str, parts: list[MessagePart], outcomes: Sequence[ToolOutcome]
     ) -> list[MessagePart]:
         """Publish tool results and commit them into the step's message.
@@ -192,52 +202,47 @@ class Transitions:
         With pending actions (client tools, suspends) the run waits, in the
         same write (then Stop is raised); otherwise the loop goes on.
         """
-        final = self._merge(parts, outcomes)
+        final = merge_outcomes(parts, outcomes)
         for outcome in outcomes:
             for chunk in outcome.chunks:
                 self.emit(ChunkEvent(chunk=chunk))
         pending = [o.pending for o in outcomes if o.pending is not None]
-        suspends = dict(self._input.get("suspends") or {})
+        suspends = dict(self.input.get("suspends") or {})
         for o in outcomes:
             if o.pending is not None and o.suspend is not None:
                 suspends[o.pending.tool_call_id] = o.suspend
-        self._input = {**self._input, "suspends": suspends}
+        self.input = {**self.input, "suspends": suspends}
         patch = MessagePatch(id=message_id, parts=parts_to_json(final))
         if not pending:
-            await self._commit(
+            await self.commit(
                 WriteSet(
-                    scope=self._scope,
-                    thread_id=self._thread_id,
+                    scope=self.scope,
+                    thread_id=self.thread_id,
                     update_messages=[patch],
-                    update_runs=[self._run_patch(input=self._input)],
+                    update_runs=[self.run_update(input=self.input)],
                 )
             )
             return final
-        await self._wait(patch, pending)
+        await self.wait(patch, pending)
         return final
 
-    @staticmethod
-    def _merge(parts: list[MessagePart], outcomes: Sequence[ToolOutcome]) -> list[MessagePart]:
-        replaced = {o.part.tool_call_id: o.part for o in outcomes}
-        return [replaced.get(p.tool_call_id, p) if isinstance(p, ToolPart) else p for p in parts]
-
-    async def _wait(self, patch: MessagePatch, pending: list[NewPendingAction]) -> None:
+    async def wait(self, patch: MessagePatch, pending: list[NewPendingAction]) -> None:
         """The waiting transition: pending actions open, the lease is released; Stop."""
         now = datetime.now(UTC)
-        await self._commit(
+        await self.commit(
             WriteSet(
-                scope=self._scope,
-                thread_id=self._thread_id,
+                scope=self.scope,
+                thread_id=self.thread_id,
                 thread=ThreadPatch(status="waiting"),
                 update_messages=[patch],
                 insert_pending=pending,
                 update_runs=[
-                    self._run_patch(status="waiting", input=self._input, release_lease=True)
+                    self.run_update(status="waiting", input=self.input, release_lease=True)
                 ],
             ),
             after=lambda _result: [
                 *(
-                    PendingActionEvent(action=_pending_domain(p, self._thread_id, now))
+                    PendingActionEvent(action=_pending_domain(p, self.thread_id, now))
                     for p in pending
                 ),
                 StatusEvent(status="waiting"),
@@ -247,16 +252,16 @@ class Transitions:
         )
         raise Stop
 
-    async def _steered_since(self, anchor: int) -> tuple[bool, int]:
+    async def steered_since(self, anchor: int) -> tuple[bool, int]:
         """Whether a user message was committed at or after ``anchor``; and the count now."""
-        thread = await self._services.store.get_thread(self._scope, self._thread_id)
+        thread = await self._services.store.get_thread(self.scope, self.thread_id)
         if thread is None:
             raise RunFailure("THREAD_GONE", "the thread was deleted")
         if thread.message_count <= anchor:
             return False, thread.message_count
         newer = await self._services.store.list_messages(
-            self._scope,
-            self._thread_id,
+            self.scope,
+            self.thread_id,
             view="all",
             order="desc",
             limit=max(1, thread.message_count - anchor),
@@ -264,16 +269,24 @@ class Transitions:
         steered = any(m.role == "user" and m.position >= anchor for m in newer.items)
         return steered, thread.message_count
 
-    async def _last_step_message(self) -> Message | None:
+    async def last_step_message(self) -> Message | None:
+        """The latest assistant message this run committed (its last step), if any."""
         page = await self._services.store.list_messages(
-            self._scope, self._thread_id, view="all", order="desc", limit=50
+            self.scope, self.thread_id, view="all", order="desc", limit=50
         )
         for record in page.items:
             if record.run_id == self.run_id and record.role == "assistant":
                 return message_from_record(record)
         return None
 
-    async def _commit(
+    async def message_count(self) -> int:
+        """The thread's current message count."""
+        thread = await self._services.store.get_thread(self.scope, self.thread_id)
+        if thread is None:
+            raise RunFailure("THREAD_GONE", "the thread was deleted")
+        return thread.message_count
+
+    async def commit(
         self,
         ws: WriteSet,
         *,
@@ -318,7 +331,7 @@ class Transitions:
             hint = None
             if kinds:
                 visible = tuple(m.id for m in ws.append_messages if m.visible_transcript)
-                hint = ThreadHint(self._thread_id, kinds, visible)
+                hint = ThreadHint(self.thread_id, kinds, visible)
                 ws.notify.append(services.signals.note_thread(hint))
 
             def events_after(result: CommitResult) -> list[NewEvent]:
@@ -387,4 +400,4 @@ def lifecycle_draft(
     )
 
 
-__all__ = ["RunFailure", "Stop", "Transitions", "lifecycle_draft"]
+__all__ = ["RunCommitter", "RunFailure", "Stop", "lifecycle_draft"]

@@ -1,6 +1,6 @@
 """One execution episode of a claimed run: the model/tool loop under a lease.
 
-The loop follows the lifecycle phases of the seeds (see :mod:`._phases`).
+The loop follows the lifecycle phases of the seeds (see :mod:`._pipeline`).
 Each completed assistant step commits its own message atomically with the
 run transition (RT-05). A lost lease stops the episode and nothing more is
 written; a cancellation is written by the lease holder itself, so a run's
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -19,39 +20,39 @@ from pai_grpc.domain import (
     AbortChunk,
     ChunkEvent,
     ErrorChunk,
-    MessageEvent,
     MessagePart,
     RunError,
     StatusEvent,
     ToolCallChunk,
     ToolPart,
-    Usage,
     new_id,
 )
 from pai_grpc.errors import ModelError, PaiError
 from pai_grpc.lifecycle import (
-    AbortSignal,
     Complete,
     HookReport,
     NextStep,
-    RegenerateRewrite,
     StepInfo,
-    compose_lifecycle,
     current_report,
 )
 from pai_grpc.runtime._agents import Agent
-from pai_grpc.runtime._phases import Phases, StepResult, cancelled_outcome, validate_calls
-from pai_grpc.runtime._records import message_from_record, parts_to_json
+from pai_grpc.runtime._committer import RunCommitter, RunFailure, Stop
+from pai_grpc.runtime._pipeline import HookPipeline, StepResult
+from pai_grpc.runtime._queued import apply_queued_message, apply_queued_regenerate
+from pai_grpc.runtime._records import parts_to_json
 from pai_grpc.runtime._reducer import StreamProtocolError
 from pai_grpc.runtime._services import Services
 from pai_grpc.runtime._sink import EventSink
 from pai_grpc.runtime._tool_phase import (
     WAITING_STATES,
     ToolOutcome,
+    ToolPhase,
     ValidCall,
+    cancelled_outcome,
+    merge_outcomes,
     recovered,
+    validate_calls,
 )
-from pai_grpc.runtime._transitions import RunFailure, Stop
 from pai_grpc.tools import InitialEntry
 from storage import (
     ClaimedRun,
@@ -59,7 +60,7 @@ from storage import (
     MessagePatch,
     NewMessage,
     PendingActionRecord,
-    RunPatch,
+    RunUpdate,
     Unavailable,
     VersionConflict,
     WriteSet,
@@ -68,48 +69,46 @@ from storage import (
 log = logging.getLogger("pai_grpc.runtime")
 
 
-class Execution(Phases):
-    """Executes one claimed run until it is terminal, waits, or loses its lease."""
+class RunExecutor:
+    """Executes one claimed run until it is terminal, waits, or loses its lease.
+
+    It owns the episode loop and three collaborators: the run committer (every
+    write, with the event sink), the hook pipeline (the lifecycle phases, the
+    facade and the episode state) and, per step, the tool phase.
+    """
 
     def __init__(
         self, services: Services, agent: Agent, claimed: ClaimedRun, *, lease_seconds: float
     ) -> None:
+        run = claimed.run
         self._services = services
         self._store = services.store
         self._agent = agent
-        self._run = claimed.run
-        self._lease = claimed.lease
+        self._run = run
         self._lease_seconds = lease_seconds
-        self._scope = claimed.run.scope
-        self._thread_id = claimed.run.thread_id
-        self._usage = Usage.model_validate(claimed.run.usage)
-        self._step_count = claimed.run.step_count
-        #: The run's input (with suspend bookkeeping while tools wait).
-        self._input: dict[str, Any] = dict(claimed.run.input)
+        self.run_id = run.id
+        self._scope = run.scope
+        self._thread_id = run.thread_id
         self.sink = EventSink(
             services=services,
-            scope=self._scope,
-            thread_id=self._thread_id,
-            run_id=self._run.id,
-            lease=self._lease,
+            scope=run.scope,
+            thread_id=run.thread_id,
+            run_id=run.id,
+            lease=claimed.lease,
             # Above every number an earlier (possibly lost) execution may have published.
             first_seq=claimed.first_seq,
-            reserved_seq=claimed.run.reserved_seq,
+            reserved_seq=run.reserved_seq,
+        )
+        self._report = HookReport.from_json(list(run.hook_failures))
+        self._committer = RunCommitter(
+            services=services, run=run, lease=claimed.lease, sink=self.sink, report=self._report
+        )
+        self._pipeline = HookPipeline(
+            services=services, agent=agent, run=run, committer=self._committer
         )
         self.lease_lost = False
         self._cancel_reason: str | None = None
         self._task: asyncio.Task[Any] | None = None
-        # Lifecycle: composed once; with no hooks none of the hook machinery runs.
-        self._hooks = compose_lifecycle(agent.lifecycle) if agent.lifecycle is not None else None
-        self._has = self._hooks.phases() if self._hooks is not None else frozenset()
-        self._facade = None
-        self._thread_view = self._resolver_view = None
-        self._run_view = None
-        self._runtime_context = None
-        self._signal = AbortSignal()
-        self._report = HookReport.from_json(list(claimed.run.hook_failures))
-        self._provider_streams = []
-        self._advertised = None
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Stop the episode: the provider stream is aborted and the cancellation committed."""
@@ -147,7 +146,7 @@ class Execution(Phases):
                 aborted = True
                 self._close_episode("shutdown")
                 try:
-                    await asyncio.shield(self._store.release(self._lease))
+                    await asyncio.shield(self._store.release(self._committer.lease))
                 except BaseException as e:
                     log.warning("run %s: could not release the lease: %r", self.run_id, e)
                 raise
@@ -159,7 +158,7 @@ class Execution(Phases):
             self._close_episode("database_unavailable")
             log.warning("run %s: handed back after a database outage (%s)", self.run_id, e)
             with contextlib.suppress(Exception):
-                await self._store.release(self._lease)
+                await self._store.release(self._committer.lease)
         except Exception as e:  # any other failure fails the run, with its reason
             if isinstance(e, PaiError) and not isinstance(e, ModelError | RunFailure):
                 log.warning("run %s failed: %s", self.run_id, e)
@@ -176,9 +175,7 @@ class Execution(Phases):
             await self.sink.close(aborted=aborted)
 
     def _close_episode(self, reason: str) -> None:
-        if self._facade is not None:
-            self._facade.alive = False
-        self._signal.abort(reason)
+        self._pipeline.close(reason)
 
     def _lost(self) -> None:
         self.lease_lost = True
@@ -190,7 +187,9 @@ class Execution(Phases):
         while True:
             await asyncio.sleep(interval)
             try:
-                beat = await self._store.heartbeat(self._lease, lease_seconds=self._lease_seconds)
+                beat = await self._store.heartbeat(
+                    self._committer.lease, lease_seconds=self._lease_seconds
+                )
             except LeaseLost:
                 self.lease_lost = True
                 self._close_episode("lease_lost")
@@ -200,9 +199,8 @@ class Execution(Phases):
             except Exception:  # a transient database error: try again next beat
                 log.warning("run %s: heartbeat failed", self.run_id, exc_info=True)
                 continue
-            self._lease = beat.lease
-            if self._facade is not None:
-                self._facade.lease = beat.lease
+            self._committer.lease = beat.lease
+            self._pipeline.renew(beat.lease)
             if beat.cancel_requested:
                 self.cancel("cancelled")
 
@@ -212,7 +210,7 @@ class Execution(Phases):
             if record is not None and record.cancel_requested_at and record.reason:
                 reason = record.reason  # the canceller's reason
         try:
-            await self._finish(
+            await self._committer.finish(
                 status="cancelled",
                 outcome="cancelled",
                 reason=reason,
@@ -229,8 +227,10 @@ class Execution(Phases):
 
     async def _write_failure(self, error: RunError) -> bool:
         try:
-            self.emit(ChunkEvent(chunk=ErrorChunk(reason=error.reason, message=error.message)))
-            await self._finish(
+            self._committer.emit(
+                ChunkEvent(chunk=ErrorChunk(reason=error.reason, message=error.message))
+            )
+            await self._committer.finish(
                 status="failed", outcome="failed", reason=error.reason, message=None, error=error
             )
         except Stop:
@@ -246,29 +246,35 @@ class Execution(Phases):
     # ---- the episode ----------------------------------------------------------
 
     async def _episode(self) -> None:
-        await self._open()
+        """The episode's table of contents: open, start, prepare, then step after step."""
+        pipeline, committer = self._pipeline, self._committer
+        await pipeline.open()
         await self._start()
-        await self._prepare_run()
-        first_step = self._step_count
+        await pipeline.prepare_run()
+        first_step = committer.step_count
         while True:
-            if self._step_count - first_step >= self._episode_state.max_steps:
-                await self._finish(
+            if committer.step_count - first_step >= pipeline.episode.max_steps:
+                await committer.finish(
                     status="completed", outcome="completed", reason="MAX_STEPS", message=None
                 )
-            step = StepInfo(step_id=new_id("stp"), index=self._step_count)
-            anchor, context = await self._resolve_model_context(step)
-            request = await self._prepare_model_step(step, context, anchor)
-            called = await self._model_call(request)
+            step = StepInfo(step_id=new_id("stp"), index=committer.step_count)
+            anchor, context = await pipeline.resolve_model_context(step)
+            request = await pipeline.prepare_model_step(step, context, anchor)
+            called = await pipeline.model_call(request)
             # Transforms and after_step see the request the provider actually received.
-            result = await self._stream_step(called.stream, called.request, step, anchor=anchor)
+            result = await pipeline.stream_step(called.stream, called.request, step, anchor=anchor)
             await self._after_step(result)
 
-    async def _open(self) -> None:
-        """Build the runtime context and the facade (only for agents with hooks)."""
-        if self._hooks is None:
-            return
-        self._runtime_context = await self._agent.build_runtime_context()
-        self._open_facade()
+    def _tool_phase(self, message_id: str, advertised: Iterable[str], step: StepInfo) -> ToolPhase:
+        """The tool phase of one step's calls, with the step's tool hooks."""
+        return ToolPhase(
+            run_id=self.run_id,
+            thread_id=self._thread_id,
+            tools=self._agent.tool_map(),
+            advertised=set(advertised),
+            message_id=message_id,
+            hooks=self._pipeline.tool_hooks(step),
+        )
 
     async def _start(self) -> None:
         """Apply the run's queued input (if any) and announce that it runs."""
@@ -278,90 +284,22 @@ class Execution(Phases):
             # event of the attempt, numbered above everything the lost one may have
             # published (see ClaimedRun.first_seq), so a reader resuming from any
             # seq it saw gets this abort next.
-            self.emit(ChunkEvent(chunk=AbortChunk(reason="recovery")))
-        self.emit(StatusEvent(status="running"))
+            self._committer.emit(ChunkEvent(chunk=AbortChunk(reason="recovery")))
+        self._committer.emit(StatusEvent(status="running"))
         queued = self._run.input.get("message")
         regenerate = self._run.input.get("regenerate")
         if isinstance(queued, dict):
-            await self._apply_queued_message(queued)
+            await apply_queued_message(self._committer, queued)
         elif isinstance(regenerate, dict) and not regenerate.get("applied"):
-            await self._apply_queued_regenerate(str(regenerate.get("target_message_id", "")))
+            await apply_queued_regenerate(
+                self._committer,
+                services=self._services,
+                agent=self._agent,
+                target_id=str(regenerate.get("target_message_id", "")),
+                runtime_context=self._pipeline.runtime_context,
+            )
         if self._run.operation == "resume" or self._run.attempts > 1:
             await self._settle_tools()
-
-    async def _apply_queued_message(self, queued: dict[str, Any]) -> None:
-        parts, metadata = queued.get("parts"), queued.get("metadata")
-        message = NewMessage(
-            id=str(queued["id"]),
-            role="user",
-            parts=parts if isinstance(parts, list) else [],
-            metadata=metadata if isinstance(metadata, dict) else {},
-            run_id=self.run_id,
-        )
-        self._input = {**self._input, "message_id": message.id}
-        await self._commit(
-            WriteSet(
-                scope=self._scope,
-                thread_id=self._thread_id,
-                append_messages=[message],
-                update_runs=[
-                    RunPatch(id=self.run_id, lease=self._lease, input={"message_id": message.id})
-                ],
-            ),
-            after=lambda result: [MessageEvent(message=message_from_record(result.messages[0]))],
-            count=1,
-            kinds=("messages_committed",),
-        )
-
-    async def _apply_queued_regenerate(self, target_id: str) -> None:
-        """A queued regeneration, applied now: the same history-rewrite hooks as Regenerate."""
-        store = self._store
-        for _ in range(20):
-            target = await store.get_messages(self._scope, self._thread_id, [target_id])
-            thread = await store.get_thread(self._scope, self._thread_id)
-            if not target or target[0].role != "assistant" or thread is None:
-                raise RunFailure(
-                    "REGENERATE_TARGET_GONE", f"message {target_id!r} is no longer there"
-                )
-            history = self._services.history
-            rewrite, patch = await history.regeneration(
-                store, self._agent, thread, target[0], self._runtime_context
-            )
-            applied: dict[str, Any] = {
-                "target_message_id": target_id,
-                "applied": True,
-                "removed": list(rewrite.removed_message_ids),
-                "retained": list(rewrite.retained_message_ids),
-            }
-            try:
-                result = await self._commit(
-                    WriteSet(
-                        scope=self._scope,
-                        thread_id=self._thread_id,
-                        expected_version=thread.version,
-                        thread=patch,
-                        truncate_from_message_id=target_id,
-                        update_runs=[
-                            RunPatch(
-                                id=self.run_id,
-                                lease=self._lease,
-                                input={"regenerate": applied},
-                            )
-                        ],
-                    ),
-                    kinds=("messages_removed",),
-                )
-            except VersionConflict:
-                continue  # decided on stale state: prepare again (HR-03)
-            after = result.thread.version if result.thread else thread.version + 1
-            history.announce(
-                self._agent.lifecycle,
-                thread_id=self._thread_id,
-                rewrite=_with_after(rewrite, after),
-                runtime_context=self._runtime_context,
-            )
-            return
-        raise RunFailure("THREAD_CONTENDED", "the thread kept changing during regeneration")
 
     # ---- after the stream: tools, after_step, the transition -----------------
 
@@ -369,68 +307,68 @@ class Execution(Phases):
         """Validate tool calls, run the tool phases and after_step, then commit the transition."""
         reducer = result.reducer
         if result.aborted is not None:
-            await self._abort_step(result)
+            await self._pipeline.abort_step(result)
         if reducer.error is not None:
             raise ModelError(
                 reducer.error.message or reducer.error.reason, reason=reducer.error.reason
             )
         if reducer.aborted is not None:
-            await self._finish(
+            await self._committer.finish(
                 status="failed",
                 outcome="blocked",
                 reason=reducer.aborted.reason or "ABORTED",
                 message=None,
             )
-        self._usage = self._usage + reducer.usage
-        self._step_count += 1
+        self._committer.usage = self._committer.usage + reducer.usage
+        self._committer.step_count += 1
         parts = reducer.finalize()
         message_id = new_id("msg")
-        advertised = self._advertised
+        advertised = self._pipeline.advertised
         if advertised is None:
             advertised = frozenset(t.name for t in result.request.tools)
-        phase = self._phase(message_id, advertised, result.step)
+        phase = self._tool_phase(message_id, advertised, result.step)
         valid, rejected = validate_calls(phase, reducer, parts)
         for outcome in rejected:
             for chunk in outcome.chunks:
-                self.emit(ChunkEvent(chunk=chunk))
-        parts = self._merge(parts, rejected)
+                self._committer.emit(ChunkEvent(chunk=chunk))
+        parts = merge_outcomes(parts, rejected)
         message = NewMessage(
             id=message_id,
             role="assistant",
             parts=parts_to_json(parts),
             run_id=self.run_id,
-            step_index=self._step_count - 1,
+            step_index=self._committer.step_count - 1,
         )
         runtime_calls = any(not c.provider_executed for c in reducer.tool_calls)
         outcomes: list[ToolOutcome] = []
         if valid:
             # The calls are durable before any tool runs, so a lost runner's
             # successor knows which ones may have had side effects (TH-03).
-            await self._commit_step(message)
+            await self._committer.commit_step(message)
             outcomes = await phase.run(valid)
-        decision = await self._after_step_hook(result, message, self._merge(parts, outcomes))
+        decision = await self._pipeline.after_step(result, message, merge_outcomes(parts, outcomes))
         if isinstance(decision, Complete):
             await self._complete_step(
                 message, parts, outcomes, committed=bool(valid), decision=decision
             )
         if any(o.pending is not None for o in outcomes):
             # Waiting takes precedence over next-step requests; the overlay is dropped.
-            self._episode_state.overlay = []
-            await self._commit_outcomes(message_id, parts, outcomes)
+            self._pipeline.episode.overlay = []
+            await self._committer.commit_outcomes(message_id, parts, outcomes)
         if valid:
-            await self._commit_outcomes(message_id, parts, outcomes)
-            self._apply_overlay(decision)
+            await self._committer.commit_outcomes(message_id, parts, outcomes)
+            self._pipeline.apply_overlay(decision)
             return  # a step with runtime tool calls continues with another step
         if runtime_calls or isinstance(decision, NextStep):
-            await self._commit_step(message)
-            self._apply_overlay(decision)
+            await self._committer.commit_step(message)
+            self._pipeline.apply_overlay(decision)
             return
         # No tool calls: the run completes, unless a user steered it meanwhile
         # (steering takes precedence over completion and next-step requests).
         anchor = result.anchor
         while True:
             try:
-                await self._finish(
+                await self._committer.finish(
                     status="completed",
                     outcome="completed",
                     reason=None,
@@ -438,10 +376,10 @@ class Execution(Phases):
                     expected_message_count=anchor,
                 )
             except VersionConflict:
-                steered, anchor = await self._steered_since(result.anchor)
+                steered, anchor = await self._committer.steered_since(result.anchor)
                 if steered:
-                    await self._commit_step(message)
-                    self._episode_state.overlay = []
+                    await self._committer.commit_step(message)
+                    self._pipeline.episode.overlay = []
                     return
 
     async def _complete_step(
@@ -460,17 +398,17 @@ class Execution(Phases):
         ]
         for outcome in final_outcomes:
             for chunk in outcome.chunks:
-                self.emit(ChunkEvent(chunk=chunk))
-        final = self._merge(parts, final_outcomes)
+                self._committer.emit(ChunkEvent(chunk=chunk))
+        final = merge_outcomes(parts, final_outcomes)
         if committed:
-            await self._finish(
+            await self._committer.finish(
                 status="completed",
                 outcome="completed",
                 reason=decision.reason,
                 message=None,
                 update_messages=[MessagePatch(id=message.id, parts=parts_to_json(final))],
             )
-        await self._finish(
+        await self._committer.finish(
             status="completed",
             outcome="completed",
             reason=decision.reason,
@@ -484,7 +422,7 @@ class Execution(Phases):
         result); a call that was executing when the previous runner was lost
         gets a recovery error, since it may or may not have run (TH-03).
         """
-        message = await self._last_step_message()
+        message = await self._committer.last_step_message()
         if message is None:
             return
         parts = list(message.parts)
@@ -525,17 +463,17 @@ class Execution(Phases):
             marked = [
                 executing.get(p.tool_call_id, p) if isinstance(p, ToolPart) else p for p in parts
             ]
-            await self._commit(
+            await self._committer.commit(
                 WriteSet(
                     scope=self._scope,
                     thread_id=self._thread_id,
                     update_messages=[MessagePatch(id=message.id, parts=parts_to_json(marked))],
-                    update_runs=[RunPatch(id=self.run_id, lease=self._lease)],
+                    update_runs=[RunUpdate(id=self.run_id, lease=self._committer.lease)],
                 )
             )
         step = StepInfo(step_id=new_id("stp"), index=message.step_index or 0)
-        phase = self._phase(message.id, set(tools), step)
-        suspends = dict(self._input.get("suspends") or {})
+        phase = self._tool_phase(message.id, set(tools), step)
+        suspends = dict(self._committer.input.get("suspends") or {})
         outcomes: list[ToolOutcome] = []
         for part, action in plan:
             tool = tools.get(part.tool_name)
@@ -566,8 +504,8 @@ class Execution(Phases):
                     outcomes.append(checked)
             else:
                 outcomes.append(await phase.conclude(recovered(part), tool, InitialEntry(), []))
-        self._input = {**self._input, "suspends": suspends}
-        await self._commit_outcomes(message.id, parts, outcomes)
+        self._committer.input = {**self._committer.input, "suspends": suspends}
+        await self._committer.commit_outcomes(message.id, parts, outcomes)
 
 
 def _fulfilled(action: PendingActionRecord) -> bool:
@@ -583,10 +521,6 @@ def _original(parts: list[MessagePart], part: ToolPart) -> ToolPart:
     return part
 
 
-def _with_after(rewrite: RegenerateRewrite, after: int) -> RegenerateRewrite:
-    return replace(rewrite, after_version=after)
-
-
 def _error_of(e: BaseException) -> RunError:
     if isinstance(e, PaiError):
         return RunError(reason=e.reason, message=e.message)
@@ -597,4 +531,4 @@ def _error_of(e: BaseException) -> RunError:
     return RunError(reason="INTERNAL", message=f"{type(e).__name__}: {e}")
 
 
-__all__ = ["Execution"]
+__all__ = ["RunExecutor"]

@@ -1,4 +1,4 @@
-"""The lifecycle phases of one execution episode.
+"""The hook pipeline: the lifecycle phases of one execution episode.
 
 prepare_run sets the episode defaults; each model step then resolves its
 context (middleware, anchored at the step start), is shaped by
@@ -11,13 +11,9 @@ and no hook machinery runs at all.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
-
-from pydantic import BaseModel
 
 from pai_grpc.domain import (
     AbortChunk,
@@ -32,27 +28,20 @@ from pai_grpc.domain import (
     StartStepChunk,
     StepStreamChunk,
     SystemModelMessage,
-    ToolCallChunk,
-    ToolErrorChunk,
     ToolModelMessage,
-    ToolPart,
     UserModelMessage,
     new_id,
 )
 from pai_grpc.domain._ids import new_ulid
-from pai_grpc.errors import ModelError
 from pai_grpc.lifecycle import (
     AbortSignal,
     AbortStep,
     AfterStepInput,
-    AfterToolResultInput,
     AgentLifecycle,
     AssistantResponse,
-    BeforeToolCallInput,
     Block,
     Complete,
     Continue,
-    Effective,
     FacadeState,
     Fail,
     InvalidDecision,
@@ -60,7 +49,6 @@ from pai_grpc.lifecycle import (
     LifecycleThread,
     ModelHistory,
     ModelStepRequest,
-    ModelStepStreamResult,
     NextStep,
     PrepareModelStepInput,
     PrepareRunInput,
@@ -70,29 +58,34 @@ from pai_grpc.lifecycle import (
     StepAbort,
     StepInfo,
     StepSummary,
-    ToolInfo,
-    ToolResult,
     TransformStepStreamInput,
     UiDataWriter,
     apply_patch,
+    compose_lifecycle,
     instructions_of,
-    missing_text_id,
     response_chunks,
 )
 from pai_grpc.lifecycle._errors import FacadeClosed
-from pai_grpc.models import prune_reasoning
+from pai_grpc.runtime._agents import Agent
+from pai_grpc.runtime._committer import RunCommitter, RunFailure, lifecycle_draft
 from pai_grpc.runtime._facade_backend import FacadeBackend
+from pai_grpc.runtime._model_step import (
+    CalledModel,
+    ModelCaller,
+    check_chunk,
+    close_stream,
+    iterate,
+    json_call,
+    without_nul,
+)
 from pai_grpc.runtime._records import lifecycle_message_from_record, parts_to_json
 from pai_grpc.runtime._reducer import StepReducer
-from pai_grpc.runtime._tool_phase import ToolOutcome, ToolPhase, ValidCall
-from pai_grpc.runtime._transitions import RunFailure, Transitions, lifecycle_draft
-from pai_grpc.tools import Tool, ToolEntry
-from storage import InvalidJson, NewMessage, check_strict_json
+from pai_grpc.runtime._services import Services
+from pai_grpc.runtime._tool_phase import BoundToolHooks
+from storage import Lease, NewMessage, RunRecord, check_strict_json
 from storage import NotFound as StorageNotFound
 
 _MODEL_MESSAGES = (SystemModelMessage, UserModelMessage, AssistantModelMessage, ToolModelMessage)
-#: Chunk types a transform may not emit: run framing, and data (only through ui_data).
-_FRAMING = frozenset({"start", "finish", "start-step", "data"})
 
 
 @dataclass
@@ -106,26 +99,6 @@ class StepResult:
     aborted: StepAbort | None = None
 
 
-@dataclass(frozen=True)
-class CalledModel:
-    """around_model_call's outcome: the step stream and the request it answers."""
-
-    stream: AsyncIterator[StepStreamChunk]
-    #: The effective request the provider received for this stream (see _source_of).
-    request: ModelStepRequest
-
-
-@dataclass(frozen=True)
-class _Attempt:
-    """One successful provider attempt of the current step."""
-
-    result: ModelStepStreamResult
-    #: The request as sent: after every patch and reasoning pruning.
-    request: ModelStepRequest
-    #: The tool names snapshotted when the attempt began (TV-05).
-    tools: frozenset[str]
-
-
 @dataclass
 class Episode:
     """Episode state: defaults set by prepare_run and the model-only overlay (AS-04)."""
@@ -137,24 +110,64 @@ class Episode:
     overlay_anchor: int = 0
 
 
-class Phases(Transitions):
-    """The phase methods of an execution (state is set up by :class:`Execution`)."""
+class HookPipeline:
+    """The lifecycle phases of one episode: the facade, the hook inputs, the episode state.
 
-    _hooks: AgentLifecycle | None
-    _has: frozenset[str]
-    _facade: FacadeState | None
-    _thread_view: LifecycleThread | None
-    _resolver_view: LifecycleThread | None
-    _run_view: LifecycleRun | None
-    _runtime_context: Any
-    _signal: AbortSignal
-    _episode_state: Episode
-    #: Provider streams opened in the current step (closed when it ends).
-    _provider_streams: list[AsyncIterator[StepStreamChunk]]
-    #: The tools that may execute in the current step (the source attempt's, TV-05).
-    _advertised: frozenset[str] | None
-    #: The successful provider attempts of the current step, in order.
-    _attempts: list[_Attempt]
+    With no lifecycle every phase is the runtime default and no hook
+    machinery runs. Terminal decisions (respond, block, complete, fail,
+    abort) are committed through the run committer, which raises Stop.
+    """
+
+    def __init__(
+        self, *, services: Services, agent: Agent, run: RunRecord, committer: RunCommitter
+    ) -> None:
+        self._services = services
+        self._agent = agent
+        self._run = run
+        self._committer = committer
+        self._scope = run.scope
+        self._thread_id = run.thread_id
+        # Composed once; with no hooks none of the hook machinery runs.
+        self._hooks = compose_lifecycle(agent.lifecycle) if agent.lifecycle is not None else None
+        self._has = self._hooks.phases() if self._hooks is not None else frozenset()
+        self._facade: FacadeState | None = None
+        self._thread_view: LifecycleThread | None = None
+        self._resolver_view: LifecycleThread | None = None
+        self._run_view: LifecycleRun | None = None
+        self._runtime_context: Any = None
+        #: Aborted when the episode ends, whatever ends it.
+        self.signal = AbortSignal()
+        self._caller = ModelCaller(self._hooks if "around_model_call" in self._has else None)
+        #: Set by prepare_run.
+        self.episode: Episode
+
+    @property
+    def runtime_context(self) -> Any:
+        """The agent's runtime context for this episode (None without hooks)."""
+        return self._runtime_context
+
+    @property
+    def advertised(self) -> frozenset[str] | None:
+        """The tools that may execute in the current step (the source attempt's, TV-05)."""
+        return self._caller.advertised
+
+    async def open(self) -> None:
+        """Build the runtime context and the facade (only for agents with hooks)."""
+        if self._hooks is None:
+            return
+        self._runtime_context = await self._agent.build_runtime_context()
+        self._open_facade()
+
+    def renew(self, lease: Lease) -> None:
+        """The heartbeat renewed the lease: the facade writes under the new one."""
+        if self._facade is not None:
+            self._facade.lease = lease
+
+    def close(self, reason: str) -> None:
+        """End the episode: the facade closes and the signal aborts."""
+        if self._facade is not None:
+            self._facade.alive = False
+        self.signal.abort(reason)
 
     # ---- hook plumbing -----------------------------------------------------
 
@@ -165,8 +178,8 @@ class Phases(Transitions):
             scope=self._scope,
             thread_id=self._thread_id,
             contract=self._agent.contract,
-            run_id=self.run_id,
-            lease=self._lease,
+            run_id=self._run.id,
+            lease=self._committer.lease,
         )
         self._facade = state
         self._thread_view = LifecycleThread(state)
@@ -187,7 +200,7 @@ class Phases(Transitions):
             "run": self._run_view,
             "thread": self._resolver_view if resolver else self._thread_view,
             "runtime_context": self._runtime_context,
-            "signal": self._signal,
+            "signal": self.signal,
         }
 
     @property
@@ -201,9 +214,9 @@ class Phases(Transitions):
         agent = self._agent
         return Episode(
             defaults=ModelStepRequest(
-                run_id=self.run_id,
+                run_id=self._run.id,
                 thread_id=self._thread_id,
-                step_index=self._step_count,
+                step_index=self._committer.step_count,
                 model=agent.model,
                 instructions=instructions_of(agent.instructions),
                 messages=[],
@@ -213,14 +226,14 @@ class Phases(Transitions):
                 model_settings=agent.model_settings,
                 provider_options=dict(agent.provider_options),
                 runtime_context=self._runtime_context,
-                signal=self._signal,
+                signal=self.signal,
             ),
             max_steps=agent.max_steps,
         )
 
-    async def _prepare_run(self) -> None:
+    async def prepare_run(self) -> None:
         """prepare_run: episode defaults, or a respond/complete/fail that ends the run."""
-        episode = self._episode_state = self._episode_defaults()
+        episode = self.episode = self._episode_defaults()
         if "prepare_run" not in self._has:
             return
         decision = await self._lifecycle.prepare_run(
@@ -250,9 +263,9 @@ class Phases(Transitions):
                         episode.overlay += _model_messages(
                             patch.append_model_messages, "prepare_run"
                         )
-                episode.overlay_anchor = await self._message_count()
+                episode.overlay_anchor = await self._committer.message_count()
             case Respond():
-                step = StepInfo(step_id=new_id("stp"), index=self._step_count)
+                step = StepInfo(step_id=new_id("stp"), index=self._committer.step_count)
                 await self._respond(
                     decision.response,
                     outcome=decision.outcome,
@@ -261,7 +274,7 @@ class Phases(Transitions):
                     step=step,
                 )
             case Complete():
-                await self._finish(
+                await self._committer.finish(
                     status="completed", outcome="completed", reason=decision.reason, message=None
                 )
             case Fail():
@@ -269,8 +282,8 @@ class Phases(Transitions):
 
     async def _fail_deliberately(self, reason: str, message: str | None) -> NoReturn:
         error = RunError(reason=reason, message=message or reason)
-        self.emit(ChunkEvent(chunk=ErrorChunk(reason=reason, message=error.message)))
-        await self._finish(
+        self._committer.emit(ChunkEvent(chunk=ErrorChunk(reason=reason, message=error.message)))
+        await self._committer.finish(
             status="failed", outcome="failed", reason=reason, message=None, error=error
         )
         raise AssertionError("unreachable")  # _finish raises Stop
@@ -285,8 +298,8 @@ class Phases(Transitions):
         """The user message this operation appended (send only)."""
         if self._run.operation != "send":
             return None
-        queued = self._input.get("message")
-        message_id = self._input.get("message_id") or (
+        queued = self._committer.input.get("message")
+        message_id = self._committer.input.get("message_id") or (
             queued.get("id") if isinstance(queued, dict) else None
         )
         if not isinstance(message_id, str):
@@ -294,15 +307,9 @@ class Phases(Transitions):
         found = await self._services.store.get_messages(self._scope, self._thread_id, [message_id])
         return lifecycle_message_from_record(found[0]) if found else None
 
-    async def _message_count(self) -> int:
-        thread = await self._services.store.get_thread(self._scope, self._thread_id)
-        if thread is None:
-            raise RunFailure("THREAD_GONE", "the thread was deleted")
-        return thread.message_count
-
     # ---- resolve_model_context ------------------------------------------------
 
-    async def _resolve_model_context(self, step: StepInfo) -> tuple[int, list[ModelMessage]]:
+    async def resolve_model_context(self, step: StepInfo) -> tuple[int, list[ModelMessage]]:
         """The step's physical anchor and its base context (RMC-*).
 
         The default leaf is every context-visible message in order, read from
@@ -347,13 +354,13 @@ class Phases(Transitions):
 
     # ---- prepare_model_step -----------------------------------------------------
 
-    async def _prepare_model_step(
+    async def prepare_model_step(
         self, step: StepInfo, context: list[ModelMessage], anchor: int
     ) -> ModelStepRequest:
         """The step's effective request: episode defaults + context + overlay + step patches."""
-        episode = self._episode_state
+        episode = self.episode
         if episode.overlay and anchor > episode.overlay_anchor:
-            steered, _ = await self._steered_since(episode.overlay_anchor)
+            steered, _ = await self._committer.steered_since(episode.overlay_anchor)
             if steered:
                 episode.overlay = []  # steering drops the model-only overlay (AS-04)
         episode.overlay_anchor = anchor
@@ -402,19 +409,21 @@ class Phases(Transitions):
             raise InvalidDecision("respond", "respond", f"unknown outcome {outcome!r}")
         meta = self._agent.contract.validate("message_metadata", dict(response.metadata))
         chunks = response_chunks(response, prefix=f"txt_{new_ulid()}_")
-        result = await self._stream_step(_iterate(chunks), request, step, anchor=-1)
+        result = await self.stream_step(iterate(chunks), request, step, anchor=-1)
         if result.aborted is not None:
-            await self._abort_step(result)
-        self._step_count += 1
+            await self.abort_step(result)
+        self._committer.step_count += 1
         message = NewMessage(
             id=new_id("msg"),
             role="assistant",
             parts=parts_to_json(result.reducer.finalize()),
             metadata=meta,
-            run_id=self.run_id,
+            run_id=self._run.id,
             step_index=step.index,
         )
-        await self._finish(status="completed", outcome=outcome, reason=reason, message=message)
+        await self._committer.finish(
+            status="completed", outcome=outcome, reason=reason, message=message
+        )
         raise AssertionError("unreachable")
 
     async def _block(
@@ -429,82 +438,20 @@ class Phases(Transitions):
             await self._respond(
                 response, outcome="blocked", reason=reason, request=request, step=step
             )
-        await self._finish(status="completed", outcome="blocked", reason=reason, message=None)
+        await self._committer.finish(
+            status="completed", outcome="blocked", reason=reason, message=None
+        )
         raise AssertionError("unreachable")
 
     # ---- around_model_call --------------------------------------------------------
 
-    async def _model_call(self, request: ModelStepRequest) -> CalledModel:
-        """around_model_call, outermost first, down to the provider attempt.
-
-        Returns the stream the wrappers returned with the request it answers:
-        the effective request of the attempt it came from, as the provider
-        received it (after every patch and reasoning pruning).
-        """
-        self._advertised = None
-        self._attempts = []
-        if "around_model_call" not in self._has:
-            called = await self._attempt(request)
-        else:
-
-            async def leaf(effective: Effective | None = None) -> ModelStepStreamResult:
-                return await self._attempt(effective.request if effective is not None else request)
-
-            called = await self._lifecycle.around_model_call(request, leaf)
-        return self._source_of(called, request)
-
-    def _source_of(self, called: ModelStepStreamResult, request: ModelStepRequest) -> CalledModel:
-        """The attempt whose stream ``called`` is; its request and tools are authoritative.
-
-        A stream returned unchanged (or re-wrapped in a new result) is that
-        attempt's; with a single successful attempt there is no other source.
-        A newly wrapped stream after several successful attempts cannot be
-        traced: PAI fails closed and keeps only tools every attempt advertised
-        (TV-05), reporting the latest attempt's request narrowed to them, so
-        hooks, telemetry and the executor agree on the tool list.
-        """
-        attempts = self._attempts
-        source = next(
-            (a for a in attempts if a.result is called or a.result.stream is called.stream),
-            attempts[0] if len(attempts) == 1 else None,
-        )
-        if source is not None:
-            self._advertised = source.tools
-            return CalledModel(stream=called.stream, request=source.request)
-        if not attempts:
-            # Answered without a provider call (e.g. a cache hit): nothing was sent.
-            return CalledModel(stream=called.stream, request=request)
-        allowed = frozenset.intersection(*(a.tools for a in attempts))
-        latest = attempts[-1].request
-        self._advertised = allowed
-        narrowed = replace(latest, tools=[t for t in latest.tools if t.name in allowed])
-        return CalledModel(stream=called.stream, request=narrowed)
-
-    async def _attempt(self, request: ModelStepRequest) -> ModelStepStreamResult:
-        """One provider attempt: resolves once the stream is constructed (AMC-03)."""
-        # The request as sent: the tool list snapshotted when the attempt begins
-        # (later mutation of the hook's list cannot widen what may execute, TV-05),
-        # and reasoning pruned for the attempt only; history and the hooks that
-        # run before the call keep the full context (RSN-04).
-        sent = replace(
-            request, tools=list(request.tools), messages=prune_reasoning(request.messages)
-        )
-        stream = await request.model.stream(sent.to_call())
-        self._provider_streams.append(stream)
-        signals = list(request.attempt_signals)
-        if request.timeout is not None:
-            signals.append(AbortSignal.timeout(request.timeout))
-        if signals:
-            stream = _abortable(stream, AbortSignal.any(*signals))
-        result = ModelStepStreamResult(stream=stream)
-        self._attempts.append(
-            _Attempt(result=result, request=sent, tools=frozenset(t.name for t in sent.tools))
-        )
-        return result
+    async def model_call(self, request: ModelStepRequest) -> CalledModel:
+        """around_model_call down to the provider: the step stream and its request."""
+        return await self._caller.call(request)
 
     # ---- transform_step_stream and reduction --------------------------------------
 
-    async def _stream_step(
+    async def stream_step(
         self,
         source: AsyncIterator[StepStreamChunk],
         request: ModelStepRequest,
@@ -516,7 +463,7 @@ class Phases(Transitions):
         reducer = StepReducer()
         start = StartStepChunk()
         reducer.apply(start)
-        self.emit(ChunkEvent(chunk=start))
+        self._committer.emit(ChunkEvent(chunk=start))
         result = StepResult(reducer=reducer, request=request, step=step, anchor=anchor)
         data: list[DataChunk] = []
         open_ = [True]
@@ -559,11 +506,11 @@ class Phases(Transitions):
         try:
             async for chunk in stream:
                 self._publish_data(data, reducer)
-                _check_chunk(chunk)
-                chunk = _json_call(_without_nul(chunk))
-                self._check_sink()
+                check_chunk(chunk)
+                chunk = json_call(without_nul(chunk))
+                self._committer.check_sink()
                 reducer.apply(chunk)
-                self.emit(ChunkEvent(chunk=chunk))
+                self._committer.emit(ChunkEvent(chunk=chunk))
                 if chunk.type in ("error", "abort"):
                     break
             self._publish_data(data, reducer)
@@ -572,23 +519,21 @@ class Phases(Transitions):
         finally:
             open_[0] = False
             # Stop the transforms and every provider attempt (cancel, abort, error, early end).
-            await _close(stream)
-            for provider in self._provider_streams:
-                await _close(provider)
-            self._provider_streams.clear()
+            await close_stream(stream)
+            await self._caller.close_streams()
         return result
 
     def _publish_data(self, data: list[DataChunk], reducer: StepReducer) -> None:
         for chunk in data:
             reducer.apply(chunk)
-            self.emit(ChunkEvent(chunk=chunk))
+            self._committer.emit(ChunkEvent(chunk=chunk))
         data.clear()
 
-    async def _abort_step(self, result: StepResult) -> NoReturn:
+    async def abort_step(self, result: StepResult) -> NoReturn:
         """abort(): nothing of the partial step is committed unless replaced (TSS-04)."""
         decision = result.aborted
         assert decision is not None
-        self.emit(ChunkEvent(chunk=AbortChunk(reason=decision.reason)))
+        self._committer.emit(ChunkEvent(chunk=AbortChunk(reason=decision.reason)))
         if decision.outcome == "failed":
             await self._fail_deliberately(decision.reason, decision.message)
         message = None
@@ -596,11 +541,11 @@ class Phases(Transitions):
             reducer = StepReducer()
             start = StartStepChunk()
             reducer.apply(start)
-            self.emit(ChunkEvent(chunk=start))
+            self._committer.emit(ChunkEvent(chunk=start))
             for chunk in response_chunks(decision.replacement, prefix=f"txt_{new_ulid()}_"):
                 reducer.apply(chunk)
-                self.emit(ChunkEvent(chunk=chunk))
-            self._step_count += 1
+                self._committer.emit(ChunkEvent(chunk=chunk))
+            self._committer.step_count += 1
             message = NewMessage(
                 id=new_id("msg"),
                 role="assistant",
@@ -608,30 +553,23 @@ class Phases(Transitions):
                 metadata=self._agent.contract.validate(
                     "message_metadata", dict(decision.replacement.metadata)
                 ),
-                run_id=self.run_id,
+                run_id=self._run.id,
                 step_index=result.step.index,
             )
-        await self._finish(
+        await self._committer.finish(
             status="completed", outcome="blocked", reason=decision.reason, message=message
         )
         raise AssertionError("unreachable")
 
     # ---- tools and after_step ---------------------------------------------------------
 
-    def _phase(self, message_id: str, advertised: Iterable[str], step: StepInfo) -> ToolPhase:
-        hooks = None
-        if self._has & {"before_tool_call", "after_tool_result"}:
-            hooks = _BoundToolHooks(self, step)
-        return ToolPhase(
-            run_id=self.run_id,
-            thread_id=self._thread_id,
-            tools=self._agent.tool_map(),
-            advertised=set(advertised),
-            message_id=message_id,
-            hooks=hooks,
-        )
+    def tool_hooks(self, step: StepInfo) -> BoundToolHooks | None:
+        """before_tool_call / after_tool_result bound to ``step`` (None without them)."""
+        if self._hooks is None or not self._has & {"before_tool_call", "after_tool_result"}:
+            return None
+        return BoundToolHooks(self._hooks, phases=self._has, base=self._base, step=step)
 
-    async def _after_step_hook(
+    async def after_step(
         self, result: StepResult, message: NewMessage, parts: list[MessagePart]
     ) -> NextStep | Complete | None:
         """after_step: runs on the assembled step, before its transition commits (AS-01)."""
@@ -656,98 +594,14 @@ class Phases(Transitions):
                     _model_messages(value, "after_step")
         return decision
 
-    def _apply_overlay(self, decision: NextStep | Complete | None) -> None:
+    def apply_overlay(self, decision: NextStep | Complete | None) -> None:
         if not isinstance(decision, NextStep):
             return
-        episode = self._episode_state
+        episode = self.episode
         if decision.replace_model_messages is not None:
             episode.overlay = list(decision.replace_model_messages)
         if decision.append_model_messages:
             episode.overlay = [*episode.overlay, *decision.append_model_messages]
-
-
-class _BoundToolHooks:
-    """before_tool_call / after_tool_result bound to one step of this run."""
-
-    def __init__(self, execution: Phases, step: StepInfo) -> None:
-        self._x = execution
-        self._step = step
-
-    def _input(
-        self, part: ToolPart, tool: Tool | None, entry: ToolEntry, history: list[Any]
-    ) -> dict[str, Any]:
-        info = ToolInfo(
-            name=part.tool_name,
-            source=tool.source if tool is not None else "backend",
-            description=tool.description if tool is not None else "",
-        )
-        return {
-            **self._x._base(),
-            "step": self._step,
-            "tool": info,
-            "tool_call_id": part.tool_call_id,
-            "entry": entry,
-            "suspend_history": list(history),
-            "input": part.input,
-        }
-
-    async def before(self, part: ToolPart, tool: Tool, entry: ToolEntry, history: list[Any]) -> Any:
-        """before_tool_call (TH-01)."""
-        if "before_tool_call" not in self._x._has:
-            return None
-        return await self._x._lifecycle.before_tool_call(
-            BeforeToolCallInput(**self._input(part, tool, entry, history))
-        )
-
-    async def after(
-        self,
-        part: ToolPart,
-        tool: Tool | None,
-        entry: ToolEntry,
-        history: list[Any],
-        result: ToolResult,
-    ) -> Any:
-        """after_tool_result (TH-03)."""
-        if "after_tool_result" not in self._x._has:
-            return None
-        return await self._x._lifecycle.after_tool_result(
-            AfterToolResultInput(**self._input(part, tool, entry, history), result=result)
-        )
-
-
-def cancelled_outcome(part: ToolPart) -> ToolOutcome:
-    """A waiting tool part cancelled because the run completes (AS-03)."""
-    message = "the run completed before this tool call finished"
-    return ToolOutcome(
-        part=part.model_copy(update={"state": "output-error", "error_text": message}),
-        chunks=[
-            ToolErrorChunk(
-                tool_call_id=part.tool_call_id,
-                tool_name=part.tool_name,
-                input=part.input,
-                error_text=message,
-            )
-        ],
-        result=ToolResult(status="output-error", message=message, source="cancel"),
-    )
-
-
-def validate_calls(
-    phase: ToolPhase, reducer: StepReducer, parts: list[MessagePart]
-) -> tuple[list[ValidCall], list[ToolOutcome]]:
-    """Parse every runtime tool call once, after the whole transform composition (TV-01/02)."""
-    by_id = {p.tool_call_id: p for p in parts if isinstance(p, ToolPart)}
-    valid: list[ValidCall] = []
-    rejected: list[ToolOutcome] = []
-    for call in reducer.tool_calls:
-        if call.provider_executed or call.invalid or call.tool_call_id not in by_id:
-            continue
-        checked = phase.validate(call, by_id[call.tool_call_id])
-        if isinstance(checked, ValidCall):
-            valid.append(checked)
-        else:
-            rejected.append(checked)
-    return valid, rejected
 
 
 def _model_messages(value: Any, where: str) -> list[ModelMessage]:
@@ -756,101 +610,4 @@ def _model_messages(value: Any, where: str) -> list[ModelMessage]:
     return value
 
 
-def _json_call(chunk: StepStreamChunk) -> StepStreamChunk:
-    """A tool call with non-JSON input becomes an invalid call without it (TV-02).
-
-    Its input is left out of everything durable (the chunk log and the
-    message), so persistence cannot fail; the model sees a tool-input error.
-    """
-    if not isinstance(chunk, ToolCallChunk):
-        return chunk
-    try:
-        check_strict_json(chunk.input, path="input")
-    except InvalidJson as e:
-        return chunk.model_copy(
-            update={
-                "input": None,
-                "invalid": True,
-                "error_text": f"invalid input for tool {chunk.tool_name}: {e}",
-            }
-        )
-    return chunk
-
-
-def _without_nul(chunk: StepStreamChunk) -> StepStreamChunk:
-    """Model text holding U+0000 (which no backend stores) gets U+FFFD in its place.
-
-    A model is outside input like a tool: its stray NUL must not stall the run
-    at commit. Only the chunk's own strings are scanned (deltas, ids, error text).
-    """
-    update = {
-        name: value.replace("\x00", "\ufffd")
-        for name in type(chunk).model_fields
-        if isinstance(value := getattr(chunk, name), str) and "\x00" in value
-    }
-    return chunk.model_copy(update=update) if update else chunk
-
-
-def _check_chunk(chunk: Any) -> None:
-    """The canonical stream's own rules (TSS-02, TSS-05)."""
-    kind = getattr(chunk, "type", None)
-    if not isinstance(chunk, BaseModel) or not isinstance(kind, str):
-        raise InvalidDecision(
-            "transform_step_stream", "transform_step_stream", f"not a step chunk: {chunk!r}"
-        )
-    if kind in _FRAMING:
-        detail = (
-            "application data is written through ui_data.write()"
-            if kind == "data"
-            else f"{kind} chunks are emitted by the runtime"
-        )
-        raise InvalidDecision("transform_step_stream", "transform_step_stream", detail)
-    if problem := missing_text_id(chunk):
-        raise InvalidDecision("transform_step_stream", "transform_step_stream", problem)
-
-
-async def _iterate(chunks: list[StepStreamChunk]) -> AsyncIterator[StepStreamChunk]:
-    for chunk in chunks:
-        yield chunk
-
-
-async def _close(stream: Any) -> None:
-    aclose = getattr(stream, "aclose", None)
-    if aclose is not None:
-        with contextlib.suppress(Exception):
-            await aclose()
-
-
-async def _abortable(
-    stream: AsyncIterator[StepStreamChunk], signal: AbortSignal
-) -> AsyncIterator[StepStreamChunk]:
-    """The provider stream, stopped when an attempt signal fires (AMC-04)."""
-    aborted = asyncio.ensure_future(signal.wait())
-    step: asyncio.Future[StepStreamChunk] | None = None
-    try:
-        while True:
-            step = asyncio.ensure_future(anext(stream))
-            done, _ = await asyncio.wait({step, aborted}, return_when=asyncio.FIRST_COMPLETED)
-            if step in done:
-                try:
-                    chunk = step.result()
-                except StopAsyncIteration:
-                    return
-                yield chunk
-                continue
-            raise ModelError(
-                f"the model call was aborted by its attempt signal ({signal.reason})",
-                reason=signal.reason or "MODEL_CALL_ABORTED",
-            )
-    finally:
-        aborted.cancel()
-        # The provider's in-flight read runs in its own task: stop it too, whether
-        # the attempt signal fired or the runtime cancelled/stopped the step.
-        if step is not None and not step.done():
-            step.cancel()
-            with contextlib.suppress(BaseException):
-                await step
-        await _close(stream)
-
-
-__all__ = ["CalledModel", "Episode", "Phases", "StepResult", "cancelled_outcome", "validate_calls"]
+__all__ = ["Episode", "HookPipeline", "StepResult"]
