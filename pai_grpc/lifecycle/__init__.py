@@ -83,6 +83,10 @@ from pai_grpc.lifecycle._report import HookReport, current_report
 from pai_grpc.lifecycle._signal import AbortSignal
 from pai_grpc.lifecycle._stream import AbortStep, missing_text_id, response_chunks
 
+# What a hook sees of storage: the facade pages its reads, and mutate() with an
+# expected version raises VersionConflict (the same class in process and remote).
+from storage import Page, VersionConflict
+
 __all__ = [
     "DEFAULT_SECRET_PATTERNS",
     "PHASES",
@@ -131,6 +135,7 @@ __all__ = [
     "ModelStepRequest",
     "ModelStepStreamResult",
     "NextStep",
+    "Page",
     "PrepareHistoryRewriteInput",
     "PrepareModelStepInput",
     "PrepareModelStepResult",
@@ -155,6 +160,7 @@ __all__ = [
     "ToolResult",
     "TransformStepStreamInput",
     "UiDataWriter",
+    "VersionConflict",
     "VisibilityChange",
     "VisibilityRewrite",
     "apply_patch",
