@@ -33,6 +33,12 @@ from pai_grpc.convert._chunks import (
     usage_from_proto,
     usage_to_proto,
 )
+from pai_grpc.convert._hooks import (
+    HookCall,
+    HookRun,
+    hook_context_from_proto,
+    hook_context_to_proto,
+)
 from pai_grpc.convert._json import (
     optional_timestamp_from_proto,
     struct_from_proto,
@@ -154,6 +160,8 @@ from pai_grpc.convert._threads import (
 )
 
 __all__ = [
+    "HookCall",
+    "HookRun",
     "ResolveModel",
     "after_step_result_from_proto",
     "after_step_result_to_proto",
@@ -172,6 +180,8 @@ __all__ = [
     "history_rewrite_patch_from_proto",
     "history_rewrite_patch_to_proto",
     "history_rewrite_to_proto",
+    "hook_context_from_proto",
+    "hook_context_to_proto",
     "lifecycle_message_from_proto",
     "lifecycle_message_to_proto",
     "message_from_proto",

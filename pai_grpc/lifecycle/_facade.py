@@ -30,6 +30,13 @@ from pai_grpc.errors import InvalidArgument
 from pai_grpc.lifecycle._contract import AgentContract, Bag
 from pai_grpc.lifecycle._errors import FacadeClosed
 from pai_grpc.lifecycle._lifecycle import maybe_await
+from pai_grpc.lifecycle._protocols import (
+    HistoryFacade,
+    RunFacade,
+    ThreadFacade,
+    TransactionFacade,
+    View,
+)
 from storage import (
     InvalidPageToken,
     Lease,
@@ -47,7 +54,6 @@ from storage import (
 )
 
 T = TypeVar("T")
-View = Literal["context", "transcript", "all"]
 
 
 class FacadeBackend(Protocol):
@@ -781,3 +787,10 @@ def _in_view(message: LifecycleMessage, view: View) -> bool:
     if view == "all":
         return True
     return message.visibility.context if view == "context" else message.visibility.transcript
+
+
+def _facades(
+    thread: LifecycleThread, run: LifecycleRun, history: ModelHistory, tx: LifecycleTransaction
+) -> tuple[ThreadFacade, RunFacade, HistoryFacade, TransactionFacade]:
+    """The in-process facade satisfies the facade Protocols (checked by mypy, never called)."""
+    return thread, run, history, tx

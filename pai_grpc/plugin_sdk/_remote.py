@@ -13,6 +13,7 @@ import asyncio
 import builtins
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 import grpc
@@ -34,6 +35,7 @@ from pai_grpc.domain import (
     LifecycleMessage,
     MessagePart,
     ModelMessage,
+    RunInitiator,
     Visibility,
 )
 from pai_grpc.errors import (
@@ -48,12 +50,15 @@ from pai_grpc.lifecycle import (
     ContractViolation,
     Execution,
     FacadeClosed,
+    HistoryFacade,
     Page,
+    RunFacade,
+    ThreadFacade,
+    TransactionFacade,
     VersionConflict,
+    View,
 )
 from pai_grpc.models import to_model_messages
-
-View = Literal["context", "transcript", "all"]
 
 
 def _hook_host_error(err: grpc.aio.AioRpcError, thread_id: str) -> Exception:
@@ -256,29 +261,64 @@ class RemoteMetadata:
         )
 
 
+class RemoteRunMetadata:
+    """A run's metadata bag: get, merge (never staged: run metadata is written directly)."""
+
+    def __init__(self, host: _Host, *, private: bool) -> None:
+        self._bag = RemoteMetadata(host, "run", private=private)
+
+    async def get(self) -> JsonObject:
+        """The persisted bag."""
+        return await self._bag.get()
+
+    async def merge(self, patch: JsonObject) -> JsonObject:
+        """Shallow-merge into the run's bag; return the merged bag."""
+        merged = await self._bag.merge(patch)
+        assert merged is not None  # only staged writes return nothing
+        return merged
+
+
 class RemoteContext:
     """context: current() and messages()."""
 
     def __init__(self, host: _Host) -> None:
         self._host = host
 
-    def _query(self, **kw: Any) -> hook_host_service_pb2.ContextQuery:
+    @staticmethod
+    def _query(
+        before_message_id: str | None, after_message_id: str | None, limit: int, page_token: str
+    ) -> hook_host_service_pb2.ContextQuery:
         return hook_host_service_pb2.ContextQuery(
-            before_message_id=kw.get("before_message_id") or "",
-            after_message_id=kw.get("after_message_id") or "",
-            page_size=kw.get("limit", 0),
-            page_token=kw.get("page_token", ""),
+            before_message_id=before_message_id or "",
+            after_message_id=after_message_id or "",
+            page_size=limit,
+            page_token=page_token,
         )
 
-    async def messages(self, **kw: Any) -> Page[LifecycleMessage]:
+    async def messages(
+        self,
+        *,
+        before_message_id: str | None = None,
+        after_message_id: str | None = None,
+        limit: int = 50,
+        page_token: str = "",
+    ) -> Page[LifecycleMessage]:
         """A page of context-visible messages."""
-        reply = await self._host.call("ListContextMessages", query=self._query(**kw))
+        query = self._query(before_message_id, after_message_id, limit, page_token)
+        reply = await self._host.call("ListContextMessages", query=query)
         return Page(_lifecycle_messages(reply.messages), reply.next_page_token)
 
-    async def current(self, **kw: Any) -> ContextProjection:
+    async def current(
+        self,
+        *,
+        before_message_id: str | None = None,
+        after_message_id: str | None = None,
+        limit: int = 1000,
+        page_token: str = "",
+    ) -> ContextProjection:
         """Context messages and their model messages."""
-        kw.setdefault("limit", 1000)
-        reply = await self._host.call("GetCurrentContext", query=self._query(**kw))
+        query = self._query(before_message_id, after_message_id, limit, page_token)
+        reply = await self._host.call("GetCurrentContext", query=query)
         return ContextProjection(
             messages=_lifecycle_messages(reply.messages),
             model_messages=model_messages_from_proto(reply.model_messages),
@@ -336,11 +376,11 @@ class RemoteRun:
 
     run_id: str
     thread_id: str
-    initiator: str
-    started_at: Any
+    initiator: RunInitiator
+    started_at: datetime | None
     execution: Execution
-    metadata: RemoteMetadata
-    private_metadata: RemoteMetadata
+    metadata: RemoteRunMetadata
+    private_metadata: RemoteRunMetadata
 
 
 @dataclass
@@ -404,3 +444,14 @@ class RemoteHistory:
     def convert(self, messages: Sequence[LifecycleMessage]) -> list[ModelMessage]:
         """Model messages of durable messages (the same conversion the runtime uses)."""
         return to_model_messages(m.message for m in messages)
+
+
+def _facades(
+    thread: RemoteThread, run: RemoteRun, history: RemoteHistory, tx: RemoteTransaction
+) -> tuple[ThreadFacade, RunFacade, HistoryFacade, TransactionFacade]:
+    """The remote facade satisfies the facade Protocols (checked by mypy, never called)."""
+    as_thread: ThreadFacade = thread
+    as_run: RunFacade = run
+    as_history: HistoryFacade = history
+    as_tx: TransactionFacade = tx
+    return as_thread, as_run, as_history, as_tx

@@ -27,17 +27,15 @@ from pai_grpc.convert import (
     chunk_to_proto,
     history_rewrite_from_proto,
     history_rewrite_patch_to_proto,
+    hook_context_from_proto,
     lifecycle_message_from_proto,
     model_call_patch_to_proto,
     model_messages_from_proto,
     model_messages_to_proto,
     model_step_request_from_proto,
-    optional_timestamp_from_proto,
     phase_to_proto,
     prepare_model_step_result_to_proto,
     prepare_run_result_to_proto,
-    run_initiator_from_proto,
-    run_operation_from_proto,
     step_abort_to_proto,
     step_summary_from_proto,
     struct_from_proto,
@@ -46,8 +44,8 @@ from pai_grpc.convert import (
     tool_result_from_proto,
     value_from_proto,
 )
-from pai_grpc.domain import DataChunk, ModelMessage, StepStreamChunk
-from pai_grpc.errors import Conflict, ModelError, PaiError
+from pai_grpc.domain import DataChunk, JsonObject, ModelMessage, StepStreamChunk
+from pai_grpc.errors import Conflict, InvalidArgument, ModelError, PaiError
 from pai_grpc.lifecycle import (
     PHASES,
     AbortSignal,
@@ -56,7 +54,6 @@ from pai_grpc.lifecycle import (
     AfterToolResultInput,
     AgentLifecycle,
     BeforeToolCallInput,
-    Execution,
     HistoryRewrittenInput,
     InvalidDecision,
     ModelCallPatch,
@@ -79,8 +76,8 @@ from pai_grpc.lifecycle._compose import Effective
 from pai_grpc.models import ModelCall
 from pai_grpc.plugin_sdk._remote import (
     RemoteHistory,
-    RemoteMetadata,
     RemoteRun,
+    RemoteRunMetadata,
     RemoteThread,
     _Host,
 )
@@ -89,6 +86,7 @@ from pai_grpc.plugin_sdk._session import _AttemptStream, _batch_chunks, _Session
 log = logging.getLogger("pai_grpc.plugin_sdk")
 
 T = TypeVar("T")
+_Tool = TypeVar("_Tool", bound=BeforeToolCallInput)
 
 
 @dataclass(frozen=True)
@@ -121,6 +119,17 @@ def _to_status(exc: BaseException) -> grpc.Status:
 guarded = guard(_to_status, expected=(PaiError, VersionConflict, ValueError), log=log)
 
 
+@dataclass(frozen=True)
+class _Call:
+    """One hook call: its remote facade and what its HookContext says."""
+
+    host: _Host
+    run: RemoteRun
+    thread: RemoteThread
+    step: StepInfo | None
+    runtime_context: JsonObject | None
+
+
 class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
     """Hosts an AgentLifecycle: each RPC builds the phase input and runs the hook."""
 
@@ -144,33 +153,22 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
         stub = hook_host_service_pb2_grpc.HookHostServiceStub(channel)
         return _Host(stub, ctx.capability_token, ctx.thread_id)
 
-    def _base(self, ctx: lifecycle_pb2.HookContext) -> dict[str, Any]:
+    def _call(self, ctx: lifecycle_pb2.HookContext) -> _Call:
+        """A hook call's context, with the remote facade bound to its capability token."""
+        call = hook_context_from_proto(ctx)
         host = self._host(ctx)
-        run = ctx.run
-        runtime_context = (
-            struct_from_proto(ctx.runtime_context) if ctx.HasField("runtime_context") else None
+        if call.run is None:
+            raise InvalidArgument.field("context.run", "a hook call with a facade names its run")
+        run = RemoteRun(
+            run_id=call.run.run_id,
+            thread_id=call.run.thread_id,
+            initiator=call.run.initiator,
+            started_at=call.run.started_at,
+            execution=call.run.execution,
+            metadata=RemoteRunMetadata(host, private=False),
+            private_metadata=RemoteRunMetadata(host, private=True),
         )
-        return {
-            "run": RemoteRun(
-                run_id=run.run_id,
-                thread_id=run.thread_id,
-                initiator=run_initiator_from_proto(run.initiator),
-                started_at=optional_timestamp_from_proto(run, "start_time"),
-                execution=Execution(
-                    operation=run_operation_from_proto(run.execution.operation),
-                    started_at=optional_timestamp_from_proto(run.execution, "start_time"),
-                ),
-                metadata=RemoteMetadata(host, "run", private=False),
-                private_metadata=RemoteMetadata(host, "run", private=True),
-            ),
-            "thread": RemoteThread(host),
-            "runtime_context": runtime_context,
-            "signal": AbortSignal(),
-        }
-
-    @staticmethod
-    def _step(ctx: lifecycle_pb2.HookContext) -> StepInfo | None:
-        return StepInfo(ctx.step.step_id, ctx.step.index) if ctx.HasField("step") else None
+        return _Call(host, run, RemoteThread(host), call.step, call.runtime_context)
 
     def _encode(self, phase: str, fn: Callable[[Any], T], value: Any) -> T:
         """A hook's answer on the wire; one that cannot be encoded is an invalid decision."""
@@ -205,9 +203,13 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
             if request.HasField("latest_user_message")
             else None
         )
+        c = self._call(request.context)
         decision = await self._hooks.prepare_run(
             PrepareRunInput(
-                **self._base(request.context),
+                run=c.run,
+                thread=c.thread,
+                runtime_context=c.runtime_context,
+                signal=AbortSignal(),
                 latest_user_message=latest,
                 input=value_from_proto(request.input) if request.HasField("input") else None,
             )
@@ -220,25 +222,36 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
     ) -> pb.PrepareModelStepResponse:
         """prepare_model_step."""
         self._require("prepare_model_step")
+        c = self._call(request.context)
         decision = await self._hooks.prepare_model_step(
             PrepareModelStepInput(
-                **self._base(request.context),
-                step=self._step(request.context),
+                run=c.run,
+                thread=c.thread,
+                runtime_context=c.runtime_context,
+                signal=AbortSignal(),
+                step=c.step,
                 input=_request(request.input, request.context),
             )
         )
         return self._encode("prepare_model_step", prepare_model_step_result_to_proto, decision)
 
-    def _tool_input(self, request: Any) -> dict[str, Any]:
-        return {
-            **self._base(request.context),
-            "step": self._step(request.context),
-            "tool": tool_info_from_proto(request.tool),
-            "tool_call_id": request.tool_call_id,
-            "entry": tool_entry_from_proto(request.entry),
-            "suspend_history": [value_from_proto(v) for v in request.suspend_history],
-            "input": value_from_proto(request.input) if request.HasField("input") else None,
-        }
+    def _tool_input(
+        self, kind: type[_Tool], request: pb.BeforeToolCallRequest | pb.AfterToolResultRequest
+    ) -> _Tool:
+        """The input of a tool phase (after_tool_result adds the result)."""
+        c = self._call(request.context)
+        return kind(
+            run=c.run,
+            thread=c.thread,
+            runtime_context=c.runtime_context,
+            signal=AbortSignal(),
+            step=c.step,
+            tool=tool_info_from_proto(request.tool),
+            tool_call_id=request.tool_call_id,
+            entry=tool_entry_from_proto(request.entry),
+            suspend_history=[value_from_proto(v) for v in request.suspend_history],
+            input=value_from_proto(request.input) if request.HasField("input") else None,
+        )
 
     @guarded
     async def BeforeToolCall(
@@ -247,7 +260,7 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
         """before_tool_call."""
         self._require("before_tool_call")
         decision = await self._hooks.before_tool_call(
-            BeforeToolCallInput(**self._tool_input(request))
+            self._tool_input(BeforeToolCallInput, request)
         )
         return self._encode("before_tool_call", before_tool_call_result_to_proto, decision)
 
@@ -258,8 +271,9 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
         """after_tool_result."""
         self._require("after_tool_result")
         decision = await self._hooks.after_tool_result(
-            AfterToolResultInput(
-                **self._tool_input(request), result=tool_result_from_proto(request.result)
+            replace(
+                self._tool_input(AfterToolResultInput, request),
+                result=tool_result_from_proto(request.result),
             )
         )
         return self._encode("after_tool_result", after_tool_result_result_to_proto, decision)
@@ -270,9 +284,13 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
     ) -> pb.AfterStepResponse:
         """after_step."""
         self._require("after_step")
+        c = self._call(request.context)
         decision = await self._hooks.after_step(
             AfterStepInput(
-                **self._base(request.context),
+                run=c.run,
+                thread=c.thread,
+                runtime_context=c.runtime_context,
+                signal=AbortSignal(),
                 step=step_summary_from_proto(request.step),
                 request=_request(request.request, request.context),
             )
@@ -285,16 +303,15 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
     ) -> pb.PrepareHistoryRewriteResponse:
         """prepare_history_rewrite."""
         self._require("prepare_history_rewrite")
-        ctx = request.context
+        rewrite = history_rewrite_from_proto(request.rewrite)
+        call = hook_context_from_proto(request.context)
         patch = await self._hooks.prepare_history_rewrite(
             PrepareHistoryRewriteInput(
-                thread_id=ctx.thread_id,
-                rewrite=history_rewrite_from_proto(request.rewrite),
+                thread_id=call.thread_id,
+                rewrite=rewrite,
                 metadata=struct_from_proto(request.metadata),
                 private_metadata=struct_from_proto(request.private_metadata),
-                runtime_context=struct_from_proto(ctx.runtime_context)
-                if ctx.HasField("runtime_context")
-                else None,
+                runtime_context=call.runtime_context,
             )
         )
         return self._encode("prepare_history_rewrite", history_rewrite_patch_to_proto, patch)
@@ -305,15 +322,12 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
     ) -> pb.HistoryRewrittenResponse:
         """history_rewritten."""
         self._require("history_rewritten")
-        ctx = request.context
+        rewrite = history_rewrite_from_proto(request.rewrite)
+        call = hook_context_from_proto(request.context)
         try:
             await self._hooks.history_rewritten(
                 HistoryRewrittenInput(
-                    thread_id=ctx.thread_id,
-                    rewrite=history_rewrite_from_proto(request.rewrite),
-                    runtime_context=struct_from_proto(ctx.runtime_context)
-                    if ctx.HasField("runtime_context")
-                    else None,
+                    thread_id=call.thread_id, rewrite=rewrite, runtime_context=call.runtime_context
                 )
             )
         except BaseExceptionGroup as group:
@@ -332,7 +346,6 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
         self._require("resolve_model_context")
         session = _Session(requests, pb.ResolveModelContextResponse)
         start = await session.first("start")
-        host = self._host(start.context)
         through = lifecycle_message_from_proto(start.through) if start.HasField("through") else None
         memo: list[list[ModelMessage]] = []
 
@@ -350,11 +363,15 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
             return list(result)
 
         async def run() -> None:
+            c = self._call(start.context)
             resolved = await self._hooks.resolve_model_context(
                 ResolveModelContextInput(
-                    **self._base(start.context),
-                    step=self._step(start.context),
-                    history=RemoteHistory(host, through),  # type: ignore[arg-type]
+                    run=c.run,
+                    thread=c.thread,
+                    runtime_context=c.runtime_context,
+                    signal=AbortSignal(),
+                    step=c.step,
+                    history=RemoteHistory(c.host, through),
                 ),
                 next_,
             )
@@ -450,10 +467,14 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
             raise AbortStep(decision)
 
         async def run() -> None:
+            c = self._call(start.context)
             transformed = self._hooks.transform_step_stream(
                 TransformStepStreamInput(
-                    **self._base(start.context),
-                    step=self._step(start.context),
+                    run=c.run,
+                    thread=c.thread,
+                    runtime_context=c.runtime_context,
+                    signal=AbortSignal(),
+                    step=c.step,
                     stream=upstream(),
                     input=_request(start.input, start.context) if start.HasField("input") else None,
                     ui_data=UiDataWriter(write),
@@ -482,8 +503,9 @@ def _request(wire: Any, ctx: lifecycle_pb2.HookContext) -> ModelStepRequest:
     """A model-step request from the wire, with the runtime context of the hook call."""
     # The plugin's own signal for this hook call (the runtime's cannot cross the wire).
     request = replace(model_step_request_from_proto(wire, ModelRef.parse), signal=AbortSignal())
-    if ctx.HasField("runtime_context"):
-        request = replace(request, runtime_context=struct_from_proto(ctx.runtime_context))
+    runtime_context = hook_context_from_proto(ctx).runtime_context
+    if runtime_context is not None:
+        request = replace(request, runtime_context=runtime_context)
     return request
 
 

@@ -27,25 +27,25 @@ from typing import Any, TypeVar
 import grpc
 from grpc_health.v1 import health_pb2_grpc
 
-from pai.v1 import lifecycle_pb2, runs_pb2
+from pai.v1 import lifecycle_pb2
 from pai.v1 import lifecycle_plugin_service_pb2 as pb
 from pai.v1 import lifecycle_plugin_service_pb2_grpc as pb_grpc
 from pai_grpc.convert import (
+    HookCall,
+    HookRun,
     after_step_result_from_proto,
     after_tool_result_result_from_proto,
     before_tool_call_result_from_proto,
     history_rewrite_patch_from_proto,
     history_rewrite_to_proto,
+    hook_context_to_proto,
     lifecycle_message_to_proto,
     model_step_request_to_proto,
     phase_from_proto,
     prepare_model_step_result_from_proto,
     prepare_run_result_from_proto,
-    run_initiator_to_proto,
-    run_operation_to_proto,
     step_summary_to_proto,
     struct_to_proto,
-    timestamp_to_proto,
     tool_entry_to_proto,
     tool_info_to_proto,
     tool_result_to_proto,
@@ -74,6 +74,7 @@ from pai_grpc.lifecycle import (
     PrepareRunInput,
     PrepareRunResult,
     ResolveModelContextInput,
+    StepInfo,
     TransformStepStreamInput,
     current_report,
 )
@@ -85,7 +86,7 @@ from pai_grpc.plugins._calls import (
     UNDECODABLE,
     Skip,
     received,
-    set_runtime_context,
+    sendable_runtime_context,
     step_id_of,
 )
 from pai_grpc.plugins._config import PhasePolicy, PluginConfig, PluginConfigError
@@ -238,32 +239,19 @@ class RemoteLifecycle(AgentLifecycle):
             history=history,
         )
         token = self.host.grant(grant) if base is not None else ""
-        ctx = lifecycle_pb2.HookContext(
-            capability_token=token,
-            host_target=self.host.target if token else "",
-            thread_id=thread_id,
-        )
-        set_runtime_context(ctx, getattr(input, "runtime_context", None))
-        if base is not None:
-            run = base.run
-            info = lifecycle_pb2.LifecycleRunInfo(
-                run_id=run.run_id,
-                thread_id=run.thread_id,
-                initiator=run_initiator_to_proto(run.initiator),
-                execution=runs_pb2.RunExecution(
-                    operation=run_operation_to_proto(run.execution.operation)
-                ),
-            )
-            if run.started_at is not None:
-                info.start_time.CopyFrom(timestamp_to_proto(run.started_at))
-            if run.execution.started_at is not None:
-                info.execution.start_time.CopyFrom(timestamp_to_proto(run.execution.started_at))
-            ctx.run.CopyFrom(info)
         step = getattr(input, "step", None)
-        if step is not None and hasattr(step, "step_id"):
-            ctx.step.CopyFrom(
-                lifecycle_pb2.LifecycleStepInfo(step_id=step.step_id, index=step.index)
+        ctx = hook_context_to_proto(
+            HookCall(
+                thread_id=thread_id,
+                capability_token=token,
+                host_target=self.host.target if token else "",
+                run=HookRun.of(base.run) if base is not None else None,
+                step=StepInfo(step.step_id, step.index)
+                if step is not None and hasattr(step, "step_id")
+                else None,
+                runtime_context=sendable_runtime_context(getattr(input, "runtime_context", None)),
             )
+        )
         return token, ctx
 
     async def check_health(self) -> bool:

@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 
 import grpc
 
-from pai.v1 import lifecycle_pb2
 from pai.v1 import lifecycle_plugin_service_pb2 as pb
 from pai_grpc.convert import struct_to_proto
+from pai_grpc.domain import JsonObject
 from pai_grpc.plugins._errors import HookProtocolError, HookUnavailable, classify
 from storage import check_strict_json
 
@@ -38,12 +38,14 @@ class Downstream(Exception):
         self.error = error
 
 
-def set_runtime_context(ctx: lifecycle_pb2.HookContext, value: Any) -> None:
-    """Send the runtime context when it can cross the wire (a strict-JSON object)."""
+def sendable_runtime_context(value: Any) -> JsonObject | None:
+    """The runtime context when it can cross the wire (a strict-JSON object), else None."""
     if isinstance(value, dict):
         with contextlib.suppress(Exception):
             check_strict_json(value, path="runtime_context")
-            ctx.runtime_context.CopyFrom(struct_to_proto(value))
+            struct_to_proto(value)
+            return value
+    return None
 
 
 def step_id_of(input: Any) -> str:

@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from pai.v1 import chunks_pb2, lifecycle_pb2
+from pai.v1 import chunks_pb2
 from pai.v1 import lifecycle_plugin_service_pb2 as pb
 from pai_grpc.convert import (
+    HookCall,
     chunk_from_proto,
     chunk_to_proto,
+    hook_context_to_proto,
     lifecycle_message_to_proto,
     model_call_patch_from_proto,
     model_messages_from_proto,
@@ -46,7 +48,7 @@ from pai_grpc.plugins._calls import (
     received,
     send,
     send_end,
-    set_runtime_context,
+    sendable_runtime_context,
     step_id_of,
     write,
 )
@@ -145,8 +147,13 @@ async def around_model_call(
     if remote.skipping(phase, step_id):
         return await next()
     # around_model_call's input is the request; the facade is not part of it.
-    token, ctx = "", lifecycle_pb2.HookContext(thread_id=request.thread_id)
-    set_runtime_context(ctx, request.runtime_context)
+    token = ""
+    ctx = hook_context_to_proto(
+        HookCall(
+            thread_id=request.thread_id,
+            runtime_context=sendable_runtime_context(request.runtime_context),
+        )
+    )
     call = remote.stub.AroundModelCall()
     attempts: list[ModelStepStreamResult] = []
     handed_off = False
