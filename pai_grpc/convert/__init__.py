@@ -33,12 +33,6 @@ from pai_grpc.convert._chunks import (
     usage_from_proto,
     usage_to_proto,
 )
-from pai_grpc.convert._hooks import (
-    HookCall,
-    HookRun,
-    hook_context_from_proto,
-    hook_context_to_proto,
-)
 from pai_grpc.convert._json import (
     optional_timestamp_from_proto,
     struct_from_proto,
@@ -157,6 +151,15 @@ from pai_grpc.convert._threads import (
     thread_to_proto,
     visibility_from_proto,
     visibility_to_proto,
+)
+
+# isort: split
+# Last: _hooks imports _lifecycle, which must not be the first to import pai_grpc.tools.
+from pai_grpc.convert._hooks import (
+    HookCall,
+    HookRun,
+    hook_context_from_proto,
+    hook_context_to_proto,
 )
 
 __all__ = [

@@ -8,8 +8,8 @@ from pai_grpc.lifecycle._builtins import (
     RedactSecrets,
 )
 from pai_grpc.lifecycle._compaction import ContextCompactor
-from pai_grpc.lifecycle._compose import ComposedLifecycle, Effective, compose_lifecycle, hook_name
-from pai_grpc.lifecycle._contract import AgentContract, ContractViolation, contract_from_config
+from pai_grpc.lifecycle._compose import ComposedLifecycle, compose_lifecycle
+from pai_grpc.lifecycle._contract import AgentContract, ContractViolation
 from pai_grpc.lifecycle._decisions import (
     AfterStepResult,
     AfterToolResultResult,
@@ -35,13 +35,6 @@ from pai_grpc.lifecycle._errors import FacadeClosed, HookError, InvalidDecision
 from pai_grpc.lifecycle._facade import (
     ContextProjection,
     Execution,
-    FacadeBackend,
-    FacadeState,
-    LifecycleRun,
-    LifecycleThread,
-    LifecycleTransaction,
-    ModelHistory,
-    visibility_change,
 )
 from pai_grpc.lifecycle._inputs import (
     AfterStepInput,
@@ -67,7 +60,7 @@ from pai_grpc.lifecycle._inputs import (
     VisibilityChange,
     VisibilityRewrite,
 )
-from pai_grpc.lifecycle._lifecycle import PHASES, AgentLifecycle, lifecycle, maybe_await
+from pai_grpc.lifecycle._lifecycle import PHASES, AgentLifecycle, lifecycle
 from pai_grpc.lifecycle._patches import (
     RUNTIME_OWNED,
     UNSET,
@@ -80,19 +73,14 @@ from pai_grpc.lifecycle._patches import (
     instructions_of,
 )
 from pai_grpc.lifecycle._protocols import (
-    ContextFacade,
     HistoryFacade,
-    MessagesFacade,
     RunFacade,
-    RunMetadataFacade,
     ThreadFacade,
-    ThreadMetadataFacade,
     TransactionFacade,
     View,
 )
-from pai_grpc.lifecycle._report import HookReport, current_report
 from pai_grpc.lifecycle._signal import AbortSignal
-from pai_grpc.lifecycle._stream import AbortStep, missing_text_id, response_chunks
+from pai_grpc.lifecycle._stream import AbortStep, missing_text_id
 
 # What a hook sees of storage: the facade pages its reads, and mutate() with an
 # expected version raises VersionConflict (the same class in process and remote).
@@ -118,33 +106,23 @@ __all__ = [
     "Complete",
     "ComposedLifecycle",
     "ContextCompactor",
-    "ContextFacade",
     "ContextNext",
     "ContextProjection",
     "Continue",
     "ContractViolation",
-    "Effective",
     "Execution",
-    "FacadeBackend",
     "FacadeClosed",
-    "FacadeState",
     "Fail",
     "HistoryFacade",
     "HistoryRewrite",
     "HistoryRewritePatch",
     "HistoryRewrittenInput",
     "HookError",
-    "HookReport",
     "InvalidDecision",
     "LifecycleBase",
-    "LifecycleRun",
-    "LifecycleThread",
-    "LifecycleTransaction",
-    "MessagesFacade",
     "ModelCallNext",
     "ModelCallPatch",
     "ModelFallback",
-    "ModelHistory",
     "ModelStepPatch",
     "ModelStepRequest",
     "ModelStepStreamResult",
@@ -166,14 +144,12 @@ __all__ = [
     "ResolveModelContextInput",
     "Respond",
     "RunFacade",
-    "RunMetadataFacade",
     "RunPatch",
     "Skip",
     "StepAbort",
     "StepInfo",
     "StepSummary",
     "ThreadFacade",
-    "ThreadMetadataFacade",
     "ToolInfo",
     "ToolResult",
     "TransactionFacade",
@@ -186,13 +162,7 @@ __all__ = [
     "apply_patch",
     "coerce_patch",
     "compose_lifecycle",
-    "contract_from_config",
-    "current_report",
-    "hook_name",
     "instructions_of",
     "lifecycle",
-    "maybe_await",
     "missing_text_id",
-    "response_chunks",
-    "visibility_change",
 ]

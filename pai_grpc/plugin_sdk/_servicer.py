@@ -519,9 +519,8 @@ def _model_name(model: Any) -> str:
     return f"{model.provider}:{model.model_id}"
 
 
-#: Fields a model route carries (a new model clears them, so they are re-sent with it).
-_ROUTE = ("model_settings", "provider_options", "provider_tools", "tool_choice")
-_FIELDS = ("instructions", "messages", "tools", *_ROUTE, "timeout")
+#: The fields a sparse model-call patch can change (the route's are re-sent with a new model).
+_FIELDS = ("instructions", "messages", "tools", *ModelStepRequest.ROUTE_FIELDS, "timeout")
 
 
 def _diff_patch(original: ModelStepRequest, effective: ModelStepRequest) -> ModelCallPatch | None:
@@ -535,7 +534,7 @@ def _diff_patch(original: ModelStepRequest, effective: ModelStepRequest) -> Mode
     changes: dict[str, Any] = {}
     if _model_name(original.model) != _model_name(effective.model):
         changes["model"] = effective.model
-        changes.update({f: getattr(effective, f) for f in _ROUTE})
+        changes.update({f: getattr(effective, f) for f in ModelStepRequest.ROUTE_FIELDS})
     for name in _FIELDS:
         if name not in changes and getattr(original, name) != getattr(effective, name):
             changes[name] = getattr(effective, name)

@@ -76,8 +76,8 @@ from pai_grpc.lifecycle import (
     ResolveModelContextInput,
     StepInfo,
     TransformStepStreamInput,
-    current_report,
 )
+from pai_grpc.lifecycle._report import current_report
 from pai_grpc.models import LanguageModel, ModelRegistry
 from pai_grpc.plugins import _streaming
 from pai_grpc.plugins._backoff import Backoff

@@ -31,13 +31,8 @@ from pai_grpc.convert import (
 )
 from pai_grpc.domain import JsonObject, LifecycleMessage
 from pai_grpc.errors import FailedPrecondition, InvalidArgument, PermissionDenied
-from pai_grpc.lifecycle import (
-    HistoryFacade,
-    LifecycleThread,
-    RunFacade,
-    ThreadFacade,
-    TransactionFacade,
-)
+from pai_grpc.lifecycle import HistoryFacade, RunFacade, ThreadFacade, TransactionFacade
+from pai_grpc.lifecycle._facade import LifecycleThread
 from pai_grpc.server._errors import Context, fill_unimplemented, guarded
 
 log = logging.getLogger("pai_grpc.plugins")

@@ -32,13 +32,12 @@ from pai_grpc.errors import ModelError, PaiError
 from pai_grpc.lifecycle import (
     AbortSignal,
     Complete,
-    HookReport,
     NextStep,
     RegenerateRewrite,
     StepInfo,
     compose_lifecycle,
-    current_report,
 )
+from pai_grpc.lifecycle._report import HookReport, current_report
 from pai_grpc.runtime._agents import Agent
 from pai_grpc.runtime._phases import Phases, StepResult, cancelled_outcome, validate_calls
 from pai_grpc.runtime._records import message_from_record, parts_to_json

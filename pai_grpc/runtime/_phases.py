@@ -52,13 +52,8 @@ from pai_grpc.lifecycle import (
     Block,
     Complete,
     Continue,
-    Effective,
-    FacadeState,
     Fail,
     InvalidDecision,
-    LifecycleRun,
-    LifecycleThread,
-    ModelHistory,
     ModelStepRequest,
     ModelStepStreamResult,
     NextStep,
@@ -77,9 +72,12 @@ from pai_grpc.lifecycle import (
     apply_patch,
     instructions_of,
     missing_text_id,
-    response_chunks,
 )
+from pai_grpc.lifecycle._commit import FacadeState
+from pai_grpc.lifecycle._compose import Effective
 from pai_grpc.lifecycle._errors import FacadeClosed
+from pai_grpc.lifecycle._facade import LifecycleRun, LifecycleThread, ModelHistory
+from pai_grpc.lifecycle._stream import response_chunks
 from pai_grpc.models import prune_reasoning
 from pai_grpc.runtime._facade_backend import FacadeBackend
 from pai_grpc.runtime._records import lifecycle_message_from_record, parts_to_json
