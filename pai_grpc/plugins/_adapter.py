@@ -211,6 +211,8 @@ class RemoteLifecycle(AgentLifecycle):
         return self._stub
 
     def resolver(self, current: LanguageModel | None = None) -> Callable[[str], LanguageModel]:
+        """How a ``provider:model_id`` the plugin names becomes a model (``current`` first)."""
+
         def resolve(name: str) -> LanguageModel:
             if current is not None and name == f"{current.provider}:{current.model_id}":
                 return current
@@ -230,6 +232,7 @@ class RemoteLifecycle(AgentLifecycle):
         thread_id: str,
         history: Any = None,
     ) -> tuple[str, lifecycle_pb2.HookContext]:
+        """A hook call's capability token (granted on the host) and its HookContext."""
         base = input if isinstance(input, LifecycleBase) else None
         grant = Grant(
             thread_id=thread_id,
@@ -259,6 +262,7 @@ class RemoteLifecycle(AgentLifecycle):
         return await self.backoff.check_health()
 
     def skipping(self, phase: str, step_id: str) -> bool:
+        """Whether ``phase`` failed open earlier in this step (then it is skipped)."""
         report = current_report.get()
         return report is not None and report.skipping(self.plugin, phase, step_id)
 

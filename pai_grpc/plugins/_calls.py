@@ -49,6 +49,7 @@ def sendable_runtime_context(value: Any) -> JsonObject | None:
 
 
 def step_id_of(input: Any) -> str:
+    """The key failing open is remembered under: the step, else the episode."""
     step = getattr(input, "step", None)
     if step is not None and hasattr(step, "step_id"):
         return str(step.step_id)
@@ -74,6 +75,7 @@ def received(message: Any, plugin: str, phase: str) -> Any:
 
 
 def parse_reply(fn: Callable[[], T], plugin: str, phase: str) -> T:
+    """``fn()``, a conversion of the plugin's reply; one that fails is a protocol error."""
     try:
         return fn()
     except (ValueError, TypeError) as e:
@@ -98,6 +100,7 @@ async def send(call: Any, message: Any) -> bool:
 
 
 async def write(call: Any, message: Any, plugin: str, phase: str) -> None:
+    """Write to the plugin's stream; a failed write is a plugin failure."""
     try:
         await call.write(message)
     except grpc.aio.AioRpcError as e:
