@@ -35,7 +35,6 @@ from pai_grpc.lifecycle import (
     AgentLifecycle,
     BeforeToolCallInput,
     Execution,
-    LifecycleRun,
     ModelStepRequest,
     PrepareModelStepInput,
     PrepareRunInput,
@@ -46,8 +45,10 @@ from pai_grpc.lifecycle import (
     UiDataWriter,
     compose_lifecycle,
 )
+from pai_grpc.lifecycle._facade import LifecycleRun
 from pai_grpc.models import ScriptedModel, text_step
-from pai_grpc.plugins import HookHost, PluginConfig, RemoteLifecycle, serve_plugin
+from pai_grpc.plugin_sdk import serve_plugin
+from pai_grpc.plugins import HookHost, PluginConfig, RemoteLifecycle
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.tools import InitialEntry
 

@@ -166,7 +166,18 @@ from pai_grpc.convert._threads import (
     visibility_to_proto,
 )
 
+# isort: split
+# Last: _hooks imports _lifecycle, which must not be the first to import pai_grpc.tools.
+from pai_grpc.convert._hooks import (
+    HookCall,
+    HookRun,
+    hook_context_from_proto,
+    hook_context_to_proto,
+)
+
 __all__ = [
+    "HookCall",
+    "HookRun",
     "ResolveModel",
     "after_step_result_from_proto",
     "after_step_result_to_proto",
@@ -187,6 +198,8 @@ __all__ = [
     "history_rewrite_patch_from_proto",
     "history_rewrite_patch_to_proto",
     "history_rewrite_to_proto",
+    "hook_context_from_proto",
+    "hook_context_to_proto",
     "lifecycle_message_from_proto",
     "lifecycle_message_to_proto",
     "message_from_proto",

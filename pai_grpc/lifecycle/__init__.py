@@ -8,8 +8,8 @@ from pai_grpc.lifecycle._builtins import (
     RedactSecrets,
 )
 from pai_grpc.lifecycle._compaction import ContextCompactor
-from pai_grpc.lifecycle._compose import ComposedLifecycle, Effective, compose_lifecycle, hook_name
-from pai_grpc.lifecycle._contract import AgentContract, ContractViolation, contract_from_config
+from pai_grpc.lifecycle._compose import ComposedLifecycle, compose_lifecycle
+from pai_grpc.lifecycle._contract import AgentContract, ContractViolation
 from pai_grpc.lifecycle._decisions import (
     AfterStepResult,
     AfterToolResultResult,
@@ -35,13 +35,6 @@ from pai_grpc.lifecycle._errors import FacadeClosed, HookError, InvalidDecision
 from pai_grpc.lifecycle._facade import (
     ContextProjection,
     Execution,
-    FacadeBackend,
-    FacadeState,
-    LifecycleRun,
-    LifecycleThread,
-    LifecycleTransaction,
-    ModelHistory,
-    visibility_change,
 )
 from pai_grpc.lifecycle._inputs import (
     AfterStepInput,
@@ -67,7 +60,7 @@ from pai_grpc.lifecycle._inputs import (
     VisibilityChange,
     VisibilityRewrite,
 )
-from pai_grpc.lifecycle._lifecycle import PHASES, AgentLifecycle, lifecycle, maybe_await
+from pai_grpc.lifecycle._lifecycle import PHASES, AgentLifecycle, lifecycle
 from pai_grpc.lifecycle._patches import (
     RUNTIME_OWNED,
     UNSET,
@@ -79,9 +72,19 @@ from pai_grpc.lifecycle._patches import (
     coerce_patch,
     instructions_of,
 )
-from pai_grpc.lifecycle._report import HookReport, current_report
+from pai_grpc.lifecycle._protocols import (
+    HistoryFacade,
+    RunFacade,
+    ThreadFacade,
+    TransactionFacade,
+    View,
+)
 from pai_grpc.lifecycle._signal import AbortSignal
-from pai_grpc.lifecycle._stream import AbortStep, missing_text_id, response_chunks
+from pai_grpc.lifecycle._stream import AbortStep, missing_text_id
+
+# What a hook sees of storage: the facade pages its reads, and mutate() with an
+# expected version raises VersionConflict (the same class in process and remote).
+from storage import Page, VersionConflict
 
 __all__ = [
     "DEFAULT_SECRET_PATTERNS",
@@ -107,30 +110,24 @@ __all__ = [
     "ContextProjection",
     "Continue",
     "ContractViolation",
-    "Effective",
     "Execution",
-    "FacadeBackend",
     "FacadeClosed",
-    "FacadeState",
     "Fail",
+    "HistoryFacade",
     "HistoryRewrite",
     "HistoryRewritePatch",
     "HistoryRewrittenInput",
     "HookError",
-    "HookReport",
     "InvalidDecision",
     "LifecycleBase",
-    "LifecycleRun",
-    "LifecycleThread",
-    "LifecycleTransaction",
     "ModelCallNext",
     "ModelCallPatch",
     "ModelFallback",
-    "ModelHistory",
     "ModelStepPatch",
     "ModelStepRequest",
     "ModelStepStreamResult",
     "NextStep",
+    "Page",
     "PrepareHistoryRewriteInput",
     "PrepareModelStepInput",
     "PrepareModelStepResult",
@@ -146,27 +143,26 @@ __all__ = [
     "ReplaceOutput",
     "ResolveModelContextInput",
     "Respond",
+    "RunFacade",
     "RunPatch",
     "Skip",
     "StepAbort",
     "StepInfo",
     "StepSummary",
+    "ThreadFacade",
     "ToolInfo",
     "ToolResult",
+    "TransactionFacade",
     "TransformStepStreamInput",
     "UiDataWriter",
+    "VersionConflict",
+    "View",
     "VisibilityChange",
     "VisibilityRewrite",
     "apply_patch",
     "coerce_patch",
     "compose_lifecycle",
-    "contract_from_config",
-    "current_report",
-    "hook_name",
     "instructions_of",
     "lifecycle",
-    "maybe_await",
     "missing_text_id",
-    "response_chunks",
-    "visibility_change",
 ]

@@ -23,7 +23,6 @@ from pai_grpc.domain import (
 )
 from pai_grpc.errors import ModelError
 from pai_grpc.lifecycle._decisions import AssistantResponse, Respond
-from pai_grpc.lifecycle._facade import LifecycleTransaction
 from pai_grpc.lifecycle._inputs import (
     ContextNext,
     ModelCallNext,
@@ -34,6 +33,7 @@ from pai_grpc.lifecycle._inputs import (
 )
 from pai_grpc.lifecycle._lifecycle import AgentLifecycle
 from pai_grpc.lifecycle._patches import ModelCallPatch, ModelStepRequest
+from pai_grpc.lifecycle._protocols import TransactionFacade
 from pai_grpc.models import LanguageModel
 from storage import VersionConflict
 
@@ -253,7 +253,7 @@ class Quota(AgentLifecycle):
                 )
             update = {self.key: {"runs": used + 1, "window_start": started}}
 
-            async def stage(tx: LifecycleTransaction, update: JsonObject = update) -> None:
+            async def stage(tx: TransactionFacade, update: JsonObject = update) -> None:
                 await tx.private_metadata.merge(update)
 
             try:

@@ -32,7 +32,6 @@ from pai_grpc.domain import (
     UserModelMessage,
 )
 from pai_grpc.lifecycle._decisions import HistoryRewritePatch
-from pai_grpc.lifecycle._facade import LifecycleTransaction
 from pai_grpc.lifecycle._inputs import (
     AfterStepInput,
     ContextNext,
@@ -40,6 +39,7 @@ from pai_grpc.lifecycle._inputs import (
     ResolveModelContextInput,
 )
 from pai_grpc.lifecycle._lifecycle import AgentLifecycle
+from pai_grpc.lifecycle._protocols import TransactionFacade
 from pai_grpc.models import LanguageModel, ModelCall
 from storage import VersionConflict
 
@@ -182,7 +182,7 @@ class ContextCompactor(AgentLifecycle):
             "usage_anchor": None,
         }
 
-        async def stage(tx: LifecycleTransaction) -> None:
+        async def stage(tx: TransactionFacade) -> None:
             await tx.private_metadata.merge({self.key: state})
 
         try:
@@ -251,7 +251,7 @@ class ContextCompactor(AgentLifecycle):
             "usage_anchor": {"through_message_id": last, "input_tokens": step.usage.input_tokens},
         }
 
-        async def stage(tx: LifecycleTransaction) -> None:
+        async def stage(tx: TransactionFacade) -> None:
             await tx.private_metadata.merge({self.key: state})
 
         try:

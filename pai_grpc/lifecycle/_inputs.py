@@ -23,7 +23,7 @@ from pai_grpc.lifecycle._patches import ModelStepRequest
 
 if TYPE_CHECKING:
     from pai_grpc.domain import ToolEntry
-    from pai_grpc.lifecycle._facade import LifecycleRun, LifecycleThread, ModelHistory
+    from pai_grpc.lifecycle._protocols import HistoryFacade, RunFacade, ThreadFacade
 
 
 @dataclass(frozen=True)
@@ -38,8 +38,8 @@ class StepInfo:
 class LifecycleBase:
     """What every hook receives."""
 
-    run: LifecycleRun
-    thread: LifecycleThread
+    run: RunFacade
+    thread: ThreadFacade
     runtime_context: Any = None
     #: Set when the run is cancelled or the episode stops.
     signal: Any = None
@@ -59,7 +59,7 @@ class ResolveModelContextInput(LifecycleBase):
     """resolve_model_context: choose the durable/base messages of one step."""
 
     step: StepInfo | None = None
-    history: ModelHistory | None = None
+    history: HistoryFacade | None = None
 
 
 #: next() / next(base) of resolve_model_context.

@@ -12,7 +12,7 @@ provider tools and tool choice are cleared first; registered tools stay.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from pai_grpc.domain import (
     JsonObject,
@@ -111,6 +111,25 @@ class ModelStepRequest:
     #: Attempt timeout in seconds from around_model_call patches (None: none).
     timeout: float | None = None
 
+    #: The provider-specific fields of a model route: a patch that sets ``model``
+    #: starts a fresh route, which resets them (see :func:`apply_patch`).
+    ROUTE_FIELDS: ClassVar[tuple[str, ...]] = (
+        "model_settings",
+        "provider_options",
+        "provider_tools",
+        "tool_choice",
+    )
+
+    @staticmethod
+    def fresh_route() -> dict[str, Any]:
+        """The route fields' values on a new model (nothing leaks across providers)."""
+        return {
+            "model_settings": ModelSettings(),
+            "provider_options": {},
+            "provider_tools": None,
+            "tool_choice": None,
+        }
+
     def to_call(self) -> ModelCall:
         """The provider attempt this request describes."""
         return ModelCall(
@@ -169,13 +188,7 @@ def apply_patch(request: ModelStepRequest, patch: ModelStepPatch | RunPatch) -> 
     changes: dict[str, Any] = {}
     if patch.model is not UNSET:
         # A fresh route: provider-specific state must not leak into another model.
-        changes.update(
-            model=patch.model,
-            model_settings=ModelSettings(),
-            provider_options={},
-            provider_tools=None,
-            tool_choice=None,
-        )
+        changes.update(model=patch.model, **ModelStepRequest.fresh_route())
     base_settings = changes.get("model_settings", request.model_settings)
     base_options = changes.get("provider_options", request.provider_options)
     if patch.instructions is not UNSET:

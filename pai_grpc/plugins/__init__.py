@@ -1,36 +1,28 @@
-"""Remote lifecycle plugins: hooks hosted by LifecyclePluginService services in any language.
+"""Remote lifecycle plugins, the runtime side: hooks hosted by LifecyclePluginService services.
 
 * :class:`RemoteLifecycle` — the runtime's adapter (an AgentLifecycle that calls a plugin);
 * :class:`HookHost` — HookHostService, the thread facade for remote hooks, behind
   capability tokens;
-* :func:`serve_plugin` — the Python plugin SDK: host any AgentLifecycle as a plugin.
+* :class:`PluginFailure` and its kinds — a plugin that could not be used.
+
+The plugin side (what a plugin author imports) is :mod:`pai_grpc.plugin_sdk`.
 """
 
-from pai_grpc.plugins._adapter import (
-    DEFAULT_TIMEOUT,
-    PhasePolicy,
-    PluginConfig,
-    PluginConfigError,
-    RemoteLifecycle,
-)
-from pai_grpc.plugins._errors import HookFailure, HookProtocolError, HookTimeout, HookUnavailable
+from pai_grpc.plugins._adapter import RemoteLifecycle
+from pai_grpc.plugins._config import DEFAULT_TIMEOUT, PhasePolicy, PluginConfig, PluginConfigError
+from pai_grpc.plugins._errors import HookProtocolError, HookTimeout, HookUnavailable, PluginFailure
 from pai_grpc.plugins._host import Grant, HookHost
-from pai_grpc.plugins._sdk import ModelRef, PluginServer, PluginServicer, serve_plugin
 
 __all__ = [
     "DEFAULT_TIMEOUT",
     "Grant",
-    "HookFailure",
     "HookHost",
     "HookProtocolError",
     "HookTimeout",
     "HookUnavailable",
-    "ModelRef",
     "PhasePolicy",
     "PluginConfig",
     "PluginConfigError",
-    "PluginServer",
-    "PluginServicer",
+    "PluginFailure",
     "RemoteLifecycle",
-    "serve_plugin",
 ]

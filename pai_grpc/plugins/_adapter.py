@@ -2,10 +2,8 @@
 
 Remote and in-process hooks compose in one chain, in the configured order.
 ``connect()`` calls Describe at start-up; only the phases the plugin
-declares are ever called (REM-01). Middleware phases run as bidirectional
-streams: the plugin asks the runtime for ``next()`` and answers; in
-around_model_call a plugin may hand the provider stream back untouched so its
-chunks never cross the wire twice.
+declares are ever called (REM-01). The unary phases are here; the streaming
+ones (middleware, as bidirectional streams) are in ``_streaming.py``.
 
 Failure policy per plugin and phase (DESIGN.md section 7, after Envoy
 ext_proc): a timeout (default 1 s) on every wait for the plugin, and a
@@ -15,60 +13,47 @@ it and marks it on the run record. A stream transform fails open only before
 its first chunk went downstream (the chunks it already consumed are replayed).
 Errors a hook raised itself fail the run whatever the mode (CMPS-04); which
 outcome gets which reason is in ``_errors.py`` (and the README, "Remote
-plugins"). After ``backoff_after`` consecutive plugin failures the adapter
-backs off: calls fail at once with HOOK_UNAVAILABLE while a probe
-health-checks the plugin every ``health_interval``; SERVING ends the back-off,
-which otherwise doubles (from ``backoff_initial`` up to ``backoff_max``).
+plugins"). After repeated plugin failures the adapter backs off
+(``_backoff.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2_grpc
 
-from pai.v1 import chunks_pb2, lifecycle_pb2, runs_pb2
+from pai.v1 import lifecycle_pb2
 from pai.v1 import lifecycle_plugin_service_pb2 as pb
 from pai.v1 import lifecycle_plugin_service_pb2_grpc as pb_grpc
 from pai_grpc.convert import (
+    HookCall,
+    HookRun,
     after_step_result_from_proto,
     after_tool_result_result_from_proto,
     before_tool_call_result_from_proto,
-    chunk_from_proto,
-    chunk_to_proto,
     history_rewrite_patch_from_proto,
     history_rewrite_to_proto,
+    hook_context_to_proto,
     lifecycle_message_to_proto,
-    model_call_patch_from_proto,
-    model_messages_from_proto,
-    model_messages_to_proto,
     model_step_request_to_proto,
     phase_from_proto,
     prepare_model_step_result_from_proto,
     prepare_run_result_from_proto,
-    run_initiator_to_proto,
-    run_operation_to_proto,
-    step_abort_from_proto,
     step_summary_to_proto,
     struct_to_proto,
-    timestamp_to_proto,
     tool_entry_to_proto,
     tool_info_to_proto,
     tool_result_to_proto,
     value_to_proto,
 )
-from pai_grpc.domain import DataChunk, ModelMessage, StepStreamChunk
-from pai_grpc.errors import ModelError, PaiError
+from pai_grpc.domain import ModelMessage, StepStreamChunk
+from pai_grpc.errors import PaiError
 from pai_grpc.lifecycle import (
-    PHASES,
     AfterStepInput,
     AfterStepResult,
     AfterToolResultInput,
@@ -89,105 +74,34 @@ from pai_grpc.lifecycle import (
     PrepareRunInput,
     PrepareRunResult,
     ResolveModelContextInput,
+    StepInfo,
     TransformStepStreamInput,
-    apply_patch,
-    current_report,
 )
+from pai_grpc.lifecycle._report import current_report
 from pai_grpc.models import LanguageModel, ModelRegistry, model_name
+from pai_grpc.plugins import _streaming
+from pai_grpc.plugins._backoff import Backoff
+from pai_grpc.plugins._calls import (
+    SKIP,
+    UNDECODABLE,
+    Skip,
+    received,
+    sendable_runtime_context,
+    step_id_of,
+)
+from pai_grpc.plugins._config import PhasePolicy, PluginConfig, PluginConfigError
 from pai_grpc.plugins._errors import (
-    HookFailure,
     HookProtocolError,
     HookTimeout,
     HookUnavailable,
+    PluginFailure,
     classify,
-    hook_error,
 )
 from pai_grpc.plugins._host import Grant, HookHost
-from storage import check_strict_json
 
 log = logging.getLogger("pai_grpc.plugins")
 
 T = TypeVar("T")
-FailureMode = Literal["closed", "open"]
-DEFAULT_TIMEOUT = 1.0
-#: Upstream chunks read ahead of the plugin before the runtime waits for it (backpressure).
-MAX_OUTBOX = 256
-
-
-class PluginConfigError(Exception):
-    """A plugin is unreachable or misdescribed at start-up (never silently open)."""
-
-
-@dataclass(frozen=True)
-class PhasePolicy:
-    """Timeout (seconds) and failure mode of one phase."""
-
-    timeout: float = DEFAULT_TIMEOUT
-    failure_mode: FailureMode = "closed"
-
-
-@dataclass
-class PluginConfig:
-    """How to reach a plugin and how to treat its failures.
-
-    Attributes:
-        address: ``host:port`` of the LifecyclePluginService.
-        name: Diagnostics name (default: the name the plugin describes).
-        timeout: Default per-phase timeout in seconds.
-        failure_mode: Default failure mode (``closed`` or ``open``).
-        phases: Per-phase overrides; every key must be a phase the plugin declares.
-        only: Call only these of the declared phases (default: all declared).
-        backoff_after: Consecutive failures before the adapter backs off.
-        backoff_initial: First back-off, doubled per failed health check.
-        backoff_max: Longest back-off.
-        health_interval: How often a backed-off plugin is health-checked; a
-            SERVING answer ends the back-off early.
-    """
-
-    address: str
-    name: str | None = None
-    timeout: float = DEFAULT_TIMEOUT
-    failure_mode: FailureMode = "closed"
-    phases: dict[str, PhasePolicy] = field(default_factory=dict)
-    only: frozenset[str] | None = None
-    backoff_after: int = 3
-    backoff_initial: float = 1.0
-    backoff_max: float = 30.0
-    health_interval: float = 1.0
-
-    def __post_init__(self) -> None:
-        for phase in [*self.phases, *(self.only or ())]:
-            if phase not in PHASES:
-                raise PluginConfigError(f"unknown lifecycle phase {phase!r}")
-        policies = [(self.timeout, self.failure_mode)]
-        policies += [(p.timeout, p.failure_mode) for p in self.phases.values()]
-        for timeout, mode in policies:
-            if mode not in ("closed", "open"):
-                raise PluginConfigError(f"failure_mode must be closed or open, not {mode!r}")
-            if not timeout > 0:
-                raise PluginConfigError("timeouts must be positive")
-
-
-class _Skip:
-    """A hook that failed open: behave as if it returned no decision."""
-
-
-SKIP = _Skip()
-
-
-class _Downstream(Exception):
-    """An error raised by the runtime's own next(): it passes through untouched."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-@dataclass
-class _Circuit:
-    failures: int = 0
-    open_until: float = 0.0
-    backoff: float = 0.0
 
 
 class RemoteLifecycle(AgentLifecycle):
@@ -211,10 +125,10 @@ class RemoteLifecycle(AgentLifecycle):
         self._declared: frozenset[str] = frozenset()
         self._channel: grpc.aio.Channel | None = None
         self._stub: pb_grpc.LifecyclePluginServiceStub | None = None
-        self._health: health_pb2_grpc.HealthStub | None = None
-        self._circuit = _Circuit()
-        self._probe: asyncio.Task[None] | None = None
-        self._batches = False
+        #: The circuit breaker: backs off from a plugin that keeps failing.
+        self.backoff = Backoff(config)
+        #: Whether the plugin accepts chunk batches (it says so in Describe).
+        self.accepts_batches = False
 
     # ---- lifecycle of the adapter --------------------------------------------
 
@@ -223,7 +137,7 @@ class RemoteLifecycle(AgentLifecycle):
         await self.host.start()
         self._channel = grpc.aio.insecure_channel(self.config.address)
         self._stub = pb_grpc.LifecyclePluginServiceStub(self._channel)
-        self._health = health_pb2_grpc.HealthStub(self._channel)
+        self.backoff.health = health_pb2_grpc.HealthStub(self._channel)
         try:
             described = await self._stub.Describe(pb.DescribeRequest(), timeout=timeout)
         except grpc.aio.AioRpcError as e:
@@ -243,6 +157,7 @@ class RemoteLifecycle(AgentLifecycle):
                 ) from e
         self.plugin = self.config.name or described.name or self.config.address
         self.name = self.plugin
+        self.backoff.plugin = self.plugin
         wanted = set(self.config.phases) | set(self.config.only or ())
         missing = sorted(wanted - declared)
         if missing:
@@ -253,7 +168,7 @@ class RemoteLifecycle(AgentLifecycle):
             )
         only = self.config.only
         self._declared = frozenset(declared if only is None else declared & only)
-        self._batches = described.accepts_chunk_batches
+        self.accepts_batches = described.accepts_chunk_batches
         log.info(
             "lifecycle plugin %s at %s: %s",
             self.plugin,
@@ -264,11 +179,7 @@ class RemoteLifecycle(AgentLifecycle):
 
     async def close(self) -> None:
         """Close the channel and stop health probes."""
-        if self._probe is not None:
-            self._probe.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._probe
-            self._probe = None
+        await self.backoff.close()
         if self._channel is not None:
             await self._channel.close()
             self._channel = None
@@ -299,7 +210,9 @@ class RemoteLifecycle(AgentLifecycle):
             raise HookUnavailable(self.plugin, "connect", "the plugin is not connected")
         return self._stub
 
-    def _resolver(self, current: LanguageModel | None = None) -> Callable[[str], LanguageModel]:
+    def resolver(self, current: LanguageModel | None = None) -> Callable[[str], LanguageModel]:
+        """How a ``provider:model_id`` the plugin names becomes a model (``current`` first)."""
+
         def resolve(name: str) -> LanguageModel:
             if current is not None and name == model_name(current):
                 return current
@@ -311,7 +224,7 @@ class RemoteLifecycle(AgentLifecycle):
 
         return resolve
 
-    def _context(
+    def hook_context(
         self,
         phase: str,
         input: Any,
@@ -319,6 +232,7 @@ class RemoteLifecycle(AgentLifecycle):
         thread_id: str,
         history: Any = None,
     ) -> tuple[str, lifecycle_pb2.HookContext]:
+        """A hook call's capability token (granted on the host) and its HookContext."""
         base = input if isinstance(input, LifecycleBase) else None
         grant = Grant(
             thread_id=thread_id,
@@ -328,86 +242,34 @@ class RemoteLifecycle(AgentLifecycle):
             history=history,
         )
         token = self.host.grant(grant) if base is not None else ""
-        ctx = lifecycle_pb2.HookContext(
-            capability_token=token,
-            host_target=self.host.target if token else "",
-            thread_id=thread_id,
-        )
-        _set_runtime_context(ctx, getattr(input, "runtime_context", None))
-        if base is not None:
-            run = base.run
-            info = lifecycle_pb2.LifecycleRunInfo(
-                run_id=run.run_id,
-                thread_id=run.thread_id,
-                initiator=run_initiator_to_proto(run.initiator),
-                execution=runs_pb2.RunExecution(
-                    operation=run_operation_to_proto(run.execution.operation)
-                ),
-            )
-            if run.started_at is not None:
-                info.start_time.CopyFrom(timestamp_to_proto(run.started_at))
-            if run.execution.started_at is not None:
-                info.execution.start_time.CopyFrom(timestamp_to_proto(run.execution.started_at))
-            ctx.run.CopyFrom(info)
         step = getattr(input, "step", None)
-        if step is not None and hasattr(step, "step_id"):
-            ctx.step.CopyFrom(
-                lifecycle_pb2.LifecycleStepInfo(step_id=step.step_id, index=step.index)
+        ctx = hook_context_to_proto(
+            HookCall(
+                thread_id=thread_id,
+                capability_token=token,
+                host_target=self.host.target if token else "",
+                run=HookRun.of(base.run) if base is not None else None,
+                step=StepInfo(step.step_id, step.index)
+                if step is not None and hasattr(step, "step_id")
+                else None,
+                runtime_context=sendable_runtime_context(getattr(input, "runtime_context", None)),
             )
+        )
         return token, ctx
-
-    def _check_circuit(self, phase: str) -> None:
-        if self._circuit.open_until > time.monotonic():
-            raise HookUnavailable(self.plugin, phase, "backing off after repeated failures")
-
-    def _succeeded(self) -> None:
-        self._circuit.failures = 0
-
-    def _failed(self) -> None:
-        circuit = self._circuit
-        circuit.failures += 1
-        if circuit.failures >= self.config.backoff_after and circuit.open_until <= time.monotonic():
-            circuit.backoff = min(
-                max(circuit.backoff * 2, self.config.backoff_initial), self.config.backoff_max
-            )
-            circuit.open_until = time.monotonic() + circuit.backoff
-            log.warning("lifecycle plugin %s: backing off for %.1fs", self.plugin, circuit.backoff)
-            if self._probe is None or self._probe.done():
-                self._probe = asyncio.create_task(self._health_probe())
 
     async def check_health(self) -> bool:
         """Health-check the plugin once; a SERVING answer ends any back-off."""
-        try:
-            assert self._health is not None
-            reply = await self._health.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
-            serving = bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
-        except grpc.aio.AioRpcError as e:
-            # A plugin without health checking answers UNIMPLEMENTED: it is up.
-            serving = bool(e.code() == grpc.StatusCode.UNIMPLEMENTED)
-        if serving and self._circuit.open_until:
-            self._circuit = _Circuit()
-            log.info("lifecycle plugin %s is serving again", self.plugin)
-        return serving
+        return await self.backoff.check_health()
 
-    async def _health_probe(self) -> None:
-        """While backed off, health-check the plugin; close the circuit once it serves."""
-        while self._circuit.open_until > 0:
-            wait = min(self.config.health_interval, self._circuit.open_until - time.monotonic())
-            await asyncio.sleep(max(0.05, wait))
-            if await self.check_health():
-                return
-            if self._circuit.open_until <= time.monotonic():
-                self._circuit.backoff = min(self._circuit.backoff * 2, self.config.backoff_max)
-                self._circuit.open_until = time.monotonic() + self._circuit.backoff
-
-    def _skipping(self, phase: str, step_id: str) -> bool:
+    def skipping(self, phase: str, step_id: str) -> bool:
+        """Whether ``phase`` failed open earlier in this step (then it is skipped)."""
         report = current_report.get()
         return report is not None and report.skipping(self.plugin, phase, step_id)
 
-    def _handle(self, phase: str, failure: BaseException, step_id: str) -> _Skip:
+    def handle_failure(self, phase: str, failure: BaseException, step_id: str) -> Skip:
         """Apply the failure policy: raise (closed) or record and skip (open)."""
-        if isinstance(failure, HookFailure):
-            self._failed()
+        if isinstance(failure, PluginFailure):
+            self.backoff.failed()
             if self.policy(phase).failure_mode == "open":
                 log.warning("%s (failing open)", failure.message)
                 report = current_report.get()
@@ -425,13 +287,13 @@ class RemoteLifecycle(AgentLifecycle):
         input: Any,
         *,
         thread_id: str,
-    ) -> T | _Skip:
-        step_id = _step_id(input)
-        if self._skipping(phase, step_id):
+    ) -> T | Skip:
+        step_id = step_id_of(input)
+        if self.skipping(phase, step_id):
             return SKIP
-        token, ctx = self._context(phase, input, thread_id=thread_id)
+        token, ctx = self.hook_context(phase, input, thread_id=thread_id)
         try:
-            self._check_circuit(phase)
+            self.backoff.check(phase)
             try:
                 response = await call(build(ctx), timeout=self.policy(phase).timeout)
             except grpc.aio.AioRpcError as e:
@@ -443,15 +305,15 @@ class RemoteLifecycle(AgentLifecycle):
                 parsed = parse(response)
             except (ValueError, TypeError) as e:
                 raise HookProtocolError(self.plugin, phase, f"malformed reply: {e}") from e
-            self._succeeded()
+            self.backoff.succeeded()
             return parsed
         except PaiError as failure:
-            return self._handle(phase, failure, step_id)
+            return self.handle_failure(phase, failure, step_id)
         finally:
             if token:
                 self.host.revoke(token)
 
-    async def _read(self, call: Any, phase: str) -> Any:
+    async def read_reply(self, call: Any, phase: str) -> Any:
         """The plugin's next message within the phase's timeout."""
         try:
             message = await asyncio.wait_for(call.read(), self.policy(phase).timeout)
@@ -459,7 +321,7 @@ class RemoteLifecycle(AgentLifecycle):
             raise HookTimeout(self.plugin, phase, "no answer within the timeout") from None
         except grpc.aio.AioRpcError as e:
             raise classify(e, self.plugin, phase, stream=True) from None
-        return _received(message, self.plugin, phase)
+        return received(message, self.plugin, phase)
 
     # ---- unary phases --------------------------------------------------------
 
@@ -478,11 +340,11 @@ class RemoteLifecycle(AgentLifecycle):
             "prepare_run",
             self.stub.PrepareRun,
             build,
-            lambda r: prepare_run_result_from_proto(r, self._resolver()),
+            lambda r: prepare_run_result_from_proto(r, self.resolver()),
             input,
             thread_id=input.run.thread_id,
         )
-        return None if isinstance(result, _Skip) else result
+        return None if isinstance(result, Skip) else result
 
     async def prepare_model_step(
         self, input: PrepareModelStepInput
@@ -496,11 +358,11 @@ class RemoteLifecycle(AgentLifecycle):
             lambda ctx: pb.PrepareModelStepRequest(
                 context=ctx, input=model_step_request_to_proto(request)
             ),
-            lambda r: prepare_model_step_result_from_proto(r, self._resolver(request.model)),
+            lambda r: prepare_model_step_result_from_proto(r, self.resolver(request.model)),
             input,
             thread_id=input.run.thread_id,
         )
-        return None if isinstance(result, _Skip) else result
+        return None if isinstance(result, Skip) else result
 
     def _tool_request(self, kind: Any, input: BeforeToolCallInput, ctx: Any) -> Any:
         assert input.tool is not None
@@ -525,7 +387,7 @@ class RemoteLifecycle(AgentLifecycle):
             input,
             thread_id=input.run.thread_id,
         )
-        return None if isinstance(result, _Skip) else result
+        return None if isinstance(result, Skip) else result
 
     async def after_tool_result(self, input: AfterToolResultInput) -> AfterToolResultResult | None:
         """after_tool_result over the wire."""
@@ -544,7 +406,7 @@ class RemoteLifecycle(AgentLifecycle):
             input,
             thread_id=input.run.thread_id,
         )
-        return None if isinstance(result, _Skip) else result
+        return None if isinstance(result, Skip) else result
 
     async def after_step(self, input: AfterStepInput) -> AfterStepResult | None:
         """after_step over the wire."""
@@ -563,7 +425,7 @@ class RemoteLifecycle(AgentLifecycle):
             input,
             thread_id=input.run.thread_id,
         )
-        return None if isinstance(result, _Skip) else result
+        return None if isinstance(result, Skip) else result
 
     async def prepare_history_rewrite(
         self, input: PrepareHistoryRewriteInput
@@ -582,7 +444,7 @@ class RemoteLifecycle(AgentLifecycle):
             input,
             thread_id=input.thread_id,
         )
-        return None if isinstance(result, _Skip) else result
+        return None if isinstance(result, Skip) else result
 
     async def history_rewritten(self, input: HistoryRewrittenInput) -> None:
         """history_rewritten over the wire (best effort)."""
@@ -597,541 +459,25 @@ class RemoteLifecycle(AgentLifecycle):
             thread_id=input.thread_id,
         )
 
-    # ---- resolve_model_context: a bidirectional stream -------------------------
+    # ---- streaming phases (see _streaming.py) ----------------------------------
 
     async def resolve_model_context(
         self, input: ResolveModelContextInput, next: ContextNext
     ) -> list[ModelMessage]:
         """The plugin asks for next() / next(base) and answers with the context."""
-        phase = "resolve_model_context"
-        step_id = _step_id(input)
-        if self._skipping(phase, step_id):
-            return await next()
-        token, ctx = self._context(
-            phase, input, thread_id=input.run.thread_id, history=input.history
-        )
-        call = self.stub.ResolveModelContext()
-        try:
-            self._check_circuit(phase)
-            start = pb.ResolveModelContextStart(context=ctx)
-            if input.history is not None and input.history.through is not None:
-                start.through.CopyFrom(lifecycle_message_to_proto(input.history.through))
-            await _write(call, pb.ResolveModelContextRequest(start=start), self.plugin, phase)
-            while True:
-                reply = await self._read(call, phase)
-                match reply.WhichOneof("message"):
-                    case "next":
-                        base = None
-                        if reply.next.HasField("base"):
-                            base = _parse(
-                                lambda: model_messages_from_proto(reply.next.base.messages),  # noqa: B023 (called at once)
-                                self.plugin,
-                                phase,
-                            )
-                        try:
-                            result = await (next(base) if base is not None else next())
-                        except Exception as e:
-                            raise _Downstream(e) from e
-                        await _write(
-                            call,
-                            pb.ResolveModelContextRequest(
-                                next_result=pb.ContextNextResult(
-                                    messages=model_messages_to_proto(result)
-                                )
-                            ),
-                            self.plugin,
-                            phase,
-                        )
-                    case "failed":
-                        raise hook_error(
-                            reply.failed.reason,
-                            reply.failed.message,
-                            plugin=self.plugin,
-                            phase=phase,
-                        )
-                    case "result":
-                        messages = _parse(
-                            lambda: model_messages_from_proto(reply.result.messages),  # noqa: B023 (called at once)
-                            self.plugin,
-                            phase,
-                        )
-                        self._succeeded()
-                        return messages
-                    case other:
-                        raise HookProtocolError(self.plugin, phase, f"unexpected message {other!r}")
-        except _Downstream as e:
-            raise e.error from None
-        except PaiError as failure:
-            self._handle(phase, failure, step_id)
-            return await next()  # failing open: as if the hook were absent
-        finally:
-            call.cancel()
-            if token:
-                self.host.revoke(token)
-
-    # ---- around_model_call: next(patch), pass-through or transform ------------------
+        return await _streaming.resolve_model_context(self, input, next)
 
     async def around_model_call(
         self, request: ModelStepRequest, next: ModelCallNext
     ) -> ModelStepStreamResult:
         """The plugin may call next(patch), then pass the stream through or transform it."""
-        phase = "around_model_call"
-        step_id = f"step-{request.step_index}-{request.run_id}"
-        if self._skipping(phase, step_id):
-            return await next()
-        # around_model_call's input is the request; the facade is not part of it.
-        token, ctx = "", lifecycle_pb2.HookContext(thread_id=request.thread_id)
-        _set_runtime_context(ctx, request.runtime_context)
-        call = self.stub.AroundModelCall()
-        attempts: list[ModelStepStreamResult] = []
-        handed_off = False
-        try:
-            self._check_circuit(phase)
-            await _write(
-                call,
-                pb.AroundModelCallRequest(
-                    start=pb.AroundModelCallStart(
-                        context=ctx, request=model_step_request_to_proto(request)
-                    )
-                ),
-                self.plugin,
-                phase,
-            )
-            while True:
-                reply = await self._read(call, phase)
-                kind = reply.WhichOneof("message")
-                if kind == "next":
-                    patch = None
-                    if reply.next.HasField("patch"):
-                        patch = _parse(
-                            functools.partial(
-                                model_call_patch_from_proto,
-                                reply.next.patch,
-                                self._resolver(request.model),
-                            ),
-                            self.plugin,
-                            phase,
-                        )
-                    try:
-                        attempt = await (next(patch) if patch is not None else next())
-                    except ModelError as e:
-                        # A setup failure: the plugin may fall back (AMC-03).
-                        await _write(
-                            call,
-                            pb.AroundModelCallRequest(
-                                next_failed=pb.ModelCallFailed(reason=e.reason, message=e.message)
-                            ),
-                            self.plugin,
-                            phase,
-                        )
-                        continue
-                    except Exception as e:
-                        raise _Downstream(e) from e
-                    attempts.append(attempt)
-                    effective = apply_patch(request, patch) if patch is not None else request
-                    await _write(
-                        call,
-                        pb.AroundModelCallRequest(
-                            next_started=pb.ModelCallStarted(
-                                request=model_step_request_to_proto(effective)
-                            )
-                        ),
-                        self.plugin,
-                        phase,
-                    )
-                    if reply.next.mode == pb.STREAM_MODE_TRANSFORM:
-                        handed_off = True
-                        return ModelStepStreamResult(
-                            stream=self._duplex(call, attempt.stream, phase, step_id, token)
-                        )
-                elif kind == "failed":
-                    raise hook_error(
-                        reply.failed.reason, reply.failed.message, plugin=self.plugin, phase=phase
-                    )
-                elif kind == "pass_through":
-                    chosen = self._chosen(attempts, reply.pass_through, "pass_through")
-                    self._succeeded()
-                    # The attempt's own result, untouched: the runtime identifies its
-                    # source request. The provider stream never crosses the wire.
-                    return chosen
-                elif kind == "subscribe":
-                    chosen = self._chosen(attempts, reply.subscribe, "subscribe")
-                    handed_off = True
-                    return ModelStepStreamResult(
-                        stream=self._duplex(call, chosen.stream, phase, step_id, token)
-                    )
-                elif kind in ("chunk", "end"):
-                    # An answer without next (e.g. a cache hit): the plugin's chunks are the step.
-                    handed_off = True
-                    return ModelStepStreamResult(
-                        stream=self._duplex(call, None, phase, step_id, token, first=reply)
-                    )
-                else:
-                    raise HookProtocolError(self.plugin, phase, f"unexpected message {kind!r}")
-        except _Downstream as e:
-            raise e.error from None
-        except PaiError as failure:
-            self._handle(phase, failure, step_id)
-            return attempts[-1] if attempts else await next()
-        finally:
-            if not handed_off:
-                call.cancel()
-
-    def _chosen(
-        self,
-        attempts: list[ModelStepStreamResult],
-        message: pb.PassThrough | pb.StreamSubscribe,
-        kind: str,
-    ) -> ModelStepStreamResult:
-        """The attempt a pass_through / subscribe names (unset: the latest)."""
-        if not attempts:
-            raise HookProtocolError(self.plugin, "around_model_call", f"{kind} before next()")
-        if not message.HasField("attempt"):
-            return attempts[-1]
-        index = int(message.attempt)
-        if index >= len(attempts):
-            raise HookProtocolError(
-                self.plugin, "around_model_call", f"{kind} names unknown attempt {index}"
-            )
-        return attempts[index]
-
-    # ---- transform_step_stream: chunks in, chunks out --------------------------
+        return await _streaming.around_model_call(self, request, next)
 
     def transform_step_stream(
         self, input: TransformStepStreamInput
     ) -> AsyncIterator[StepStreamChunk]:
         """Chunks flow to the plugin and back; ui data and abort come back as messages."""
-        assert input.stream is not None
-        return self._transform(input, input.stream)
-
-    async def _transform(
-        self, input: TransformStepStreamInput, upstream: AsyncIterator[StepStreamChunk]
-    ) -> AsyncIterator[StepStreamChunk]:
-        phase = "transform_step_stream"
-        step_id = _step_id(input)
-        if self._skipping(phase, step_id):
-            async for chunk in upstream:
-                yield chunk
-            return
-        token, ctx = self._context(phase, input, thread_id=input.run.thread_id)
-        call = self.stub.TransformStepStream()
-        try:
-            self._check_circuit(phase)
-            start = pb.TransformStepStreamStart(context=ctx)
-            if input.input is not None:
-                start.input.CopyFrom(model_step_request_to_proto(input.input))
-            await _write(call, pb.TransformStepStreamRequest(start=start), self.plugin, phase)
-        except PaiError as failure:
-            call.cancel()
-            if token:
-                self.host.revoke(token)
-            self._handle(phase, failure, step_id)
-            async for chunk in upstream:
-                yield chunk
-            return
-
-        async def on_reply(reply: Any) -> list[StepStreamChunk]:
-            match reply.WhichOneof("message"):
-                case "chunk":
-                    return [_parse(lambda: chunk_from_proto(reply.chunk), self.plugin, phase)]
-                case "batch":
-                    return _parse(
-                        lambda: [chunk_from_proto(c) for c in reply.batch.chunks],
-                        self.plugin,
-                        phase,
-                    )
-                case "ui_data":
-                    data = _parse(
-                        lambda: chunk_from_proto(chunks_pb2.StepStreamChunk(data=reply.ui_data)),
-                        self.plugin,
-                        phase,
-                    )
-                    assert isinstance(data, DataChunk)
-                    assert input.ui_data is not None
-                    try:
-                        input.ui_data.write(data)
-                    except Exception as e:
-                        raise _Downstream(e) from e
-                    return []
-                case "failed":
-                    raise hook_error(
-                        reply.failed.reason, reply.failed.message, plugin=self.plugin, phase=phase
-                    )
-                case "abort":
-                    abort = _parse(lambda: step_abort_from_proto(reply.abort), self.plugin, phase)
-                    assert input.abort is not None
-                    try:
-                        await input.abort(abort)
-                    except Exception as e:
-                        raise _Downstream(e) from e
-                    return []
-                case other:
-                    raise HookProtocolError(self.plugin, phase, f"unexpected message {other!r}")
-
-        async for chunk in self._exchange(
-            call, upstream, phase, step_id, token, chunk_type=pb.TransformStepStreamRequest,
-            on_reply=on_reply, batches=self._batches,
-        ):  # fmt: skip
-            yield chunk
-
-    def _duplex(
-        self,
-        call: Any,
-        upstream: AsyncIterator[StepStreamChunk] | None,
-        phase: str,
-        step_id: str,
-        token: str,
-        *,
-        first: Any = None,
-    ) -> AsyncIterator[StepStreamChunk]:
-        """around_model_call in transform mode: downstream chunks out, result chunks back."""
-
-        async def on_reply(reply: Any) -> list[StepStreamChunk]:
-            if reply.WhichOneof("message") == "chunk":
-                return [_parse(lambda: chunk_from_proto(reply.chunk), self.plugin, phase)]
-            if reply.WhichOneof("message") == "failed":
-                raise hook_error(
-                    reply.failed.reason, reply.failed.message, plugin=self.plugin, phase=phase
-                )
-            raise HookProtocolError(
-                self.plugin, phase, f"unexpected message {reply.WhichOneof('message')!r}"
-            )
-
-        return self._exchange(
-            call,
-            upstream,
-            phase,
-            step_id,
-            token,
-            chunk_type=pb.AroundModelCallRequest,
-            on_reply=on_reply,
-            first=first,
-        )
-
-    async def _exchange(
-        self,
-        call: Any,
-        upstream: AsyncIterator[StepStreamChunk] | None,
-        phase: str,
-        step_id: str,
-        token: str,
-        *,
-        chunk_type: Any,
-        on_reply: Callable[[Any], Awaitable[list[StepStreamChunk]]],
-        first: Any = None,
-        batches: bool = False,
-    ) -> AsyncIterator[StepStreamChunk]:
-        """Pump ``upstream`` to the plugin while yielding what it sends back.
-
-        Writes are pipelined: while one write is in flight, further upstream
-        chunks queue up and go out together (as one ChunkBatch to plugins that
-        accept them). Until the first chunk goes downstream, consumed upstream
-        chunks are kept so failing open can replay them; after that a failure
-        is fatal. The timeout applies while the plugin owes an answer (the
-        upstream has ended and everything was written).
-        """
-        timeout = self.policy(phase).timeout
-        replay: list[StepStreamChunk] = []  # consumed, not yet answered downstream
-        outbox: list[StepStreamChunk] = []  # consumed, not yet written
-        emitted = False
-        up: asyncio.Future[StepStreamChunk] | None = None
-        upstream_done = upstream is None
-        end_sent = upstream is None
-        writable = True
-        writing: asyncio.Future[bool] | None = None
-        read: asyncio.Future[Any] | None = None
-        pending_first = first
-        failure: PaiError | None = None
-        if upstream is None:
-            with contextlib.suppress(Exception):
-                await call.done_writing()
-        try:
-            while True:
-                if pending_first is not None:
-                    reply, pending_first = pending_first, None
-                else:
-                    if (
-                        up is None
-                        and not upstream_done
-                        and writable
-                        and len(outbox) < MAX_OUTBOX
-                        and upstream is not None
-                    ):
-                        up = asyncio.ensure_future(anext(upstream))
-                    if writing is None and writable:
-                        if outbox:
-                            if batches and len(outbox) > 1:
-                                message = chunk_type(
-                                    batch=pb.ChunkBatch(chunks=[chunk_to_proto(c) for c in outbox])
-                                )
-                                outbox.clear()
-                            else:
-                                message = chunk_type(chunk=chunk_to_proto(outbox.pop(0)))
-                            writing = asyncio.ensure_future(_send(call, message))
-                        elif upstream_done and not end_sent:
-                            end_sent = True
-                            writing = asyncio.ensure_future(_send_end(call, chunk_type))
-                    if read is None:
-                        read = asyncio.ensure_future(call.read())
-                    waits: set[asyncio.Future[Any]] = {read}
-                    if up is not None:
-                        waits.add(up)
-                    if writing is not None:
-                        waits.add(writing)
-                    owed = up is None and writing is None and not outbox
-                    done, _ = await asyncio.wait(
-                        waits,
-                        timeout=timeout if owed else None,
-                        return_when=asyncio.FIRST_COMPLETED,
-                    )
-                    if not done:
-                        raise HookTimeout(self.plugin, phase, "no answer within the timeout")
-                    if writing is not None and writing in done:
-                        # A failed write: the plugin stopped reading (it answered or
-                        # failed); its reply, read next, says which.
-                        writable = writing.result()
-                        writing = None
-                    if up is not None and up in done:
-                        try:
-                            chunk = up.result()
-                        except StopAsyncIteration:
-                            upstream_done = True
-                        except Exception as e:
-                            raise _Downstream(e) from e
-                        else:
-                            if not emitted:
-                                replay.append(chunk)
-                            outbox.append(chunk)
-                        up = None
-                    if read not in done:
-                        continue
-                    try:
-                        reply = read.result()
-                    except grpc.aio.AioRpcError as e:
-                        raise classify(e, self.plugin, phase, stream=True) from None
-                    finally:
-                        read = None
-                    reply = _received(reply, self.plugin, phase)
-                kind = reply.WhichOneof("message")
-                if kind == "end":
-                    self._succeeded()
-                    return
-                if kind in ("abort", "failed"):
-                    # A terminal answer: half-close (nothing more is written), so the
-                    # plugin can end the call without racing our writes.
-                    with contextlib.suppress(Exception):
-                        await call.done_writing()
-                for out in await on_reply(reply):
-                    emitted = True
-                    replay.clear()
-                    yield out
-        except _Downstream as e:
-            raise e.error from None
-        except PaiError as e:
-            if emitted or not isinstance(e, HookFailure):
-                if isinstance(e, HookFailure):
-                    self._failed()
-                raise
-            failure = e
-        finally:
-            for pending in (read, writing):
-                if pending is not None:
-                    pending.cancel()
-            call.cancel()
-            if token:
-                self.host.revoke(token)
-            if failure is None and up is not None and not up.done():
-                # Stop the upstream read in flight, so the provider stream can close.
-                up.cancel()
-                with contextlib.suppress(BaseException):
-                    await up
-        # Failing open before anything went downstream: replay what the plugin consumed.
-        assert failure is not None
-        self._handle(phase, failure, step_id)
-        for chunk in replay:
-            yield chunk
-        if upstream is None or upstream_done:
-            return
-        if up is not None:
-            try:
-                yield await up
-            except StopAsyncIteration:
-                return
-        async for chunk in upstream:
-            yield chunk
+        return _streaming.transform_step_stream(self, input)
 
 
-def _set_runtime_context(ctx: lifecycle_pb2.HookContext, value: Any) -> None:
-    """Send the runtime context when it can cross the wire (a strict-JSON object)."""
-    if isinstance(value, dict):
-        with contextlib.suppress(Exception):
-            check_strict_json(value, path="runtime_context")
-            ctx.runtime_context.CopyFrom(struct_to_proto(value))
-
-
-def _step_id(input: Any) -> str:
-    step = getattr(input, "step", None)
-    if step is not None and hasattr(step, "step_id"):
-        return str(step.step_id)
-    run = getattr(input, "run", None)
-    return f"episode-{run.run_id}" if run is not None else "outside-run"
-
-
-#: Why a reply grpc.aio could not deserialize is refused.
-UNDECODABLE = "the reply does not decode as the phase's response message"
-
-
-def _received(message: Any, plugin: str, phase: str) -> Any:
-    """A message read from a plugin's stream, or the failure its absence means."""
-    if message is grpc.aio.EOF:
-        # Not a protocol error: grpc core may report the same early end as INTERNAL
-        # "Internal error from Core" (grpc/grpc#36066), which is HOOK_UNAVAILABLE.
-        raise HookUnavailable(plugin, phase, "the plugin ended the stream without its answer")
-    if message is None:
-        raise HookProtocolError(plugin, phase, UNDECODABLE)
-    if message.WhichOneof("message") is None:
-        raise HookProtocolError(plugin, phase, "a reply with no message set")
-    return message
-
-
-def _parse(fn: Callable[[], T], plugin: str, phase: str) -> T:
-    try:
-        return fn()
-    except (ValueError, TypeError) as e:
-        raise HookProtocolError(plugin, phase, f"malformed message: {e}") from e
-
-
-async def _send_end(call: Any, chunk_type: Any) -> bool:
-    """The upstream ended: say so and half-close."""
-    ok = await _send(call, chunk_type(end=pb.StreamEnd()))
-    with contextlib.suppress(Exception):
-        await call.done_writing()
-    return ok
-
-
-async def _send(call: Any, message: Any) -> bool:
-    """Write to a stream the plugin may already have finished; False if it has."""
-    try:
-        await call.write(message)
-    except (grpc.aio.AioRpcError, asyncio.InvalidStateError, RuntimeError):
-        return False
-    return True
-
-
-async def _write(call: Any, message: Any, plugin: str, phase: str) -> None:
-    try:
-        await call.write(message)
-    except grpc.aio.AioRpcError as e:
-        raise classify(e, plugin, phase, stream=True) from None
-    except (asyncio.InvalidStateError, RuntimeError) as e:
-        raise HookUnavailable(plugin, phase, f"the stream closed: {e}") from e
-
-
-__all__ = [
-    "DEFAULT_TIMEOUT",
-    "PhasePolicy",
-    "PluginConfig",
-    "PluginConfigError",
-    "RemoteLifecycle",
-    "replace",
-]
+__all__ = ["RemoteLifecycle"]

@@ -22,15 +22,18 @@ given plugin behaviour always fails with the same reason.
 from __future__ import annotations
 
 import grpc
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
-from pai_grpc.errors import ERROR_DOMAIN, PaiError
+from pai_grpc._wire import error_info
+from pai_grpc.errors import PaiError
 from pai_grpc.lifecycle import FacadeClosed, HookError, InvalidDecision
 
 
-class HookFailure(PaiError):
-    """A remote hook could not be used (timeout, unavailable, protocol error)."""
+class PluginFailure(PaiError):
+    """A remote hook could not be used (timeout, unavailable, protocol error).
+
+    Governed by the plugin's failure mode; the run record counts them as
+    :class:`pai_grpc.domain.HookFailure` records.
+    """
 
     def __init__(self, plugin: str, phase: str, detail: str, *, reason: str) -> None:
         super().__init__(f"lifecycle plugin {plugin!r} {phase}: {detail}", reason=reason)
@@ -38,42 +41,25 @@ class HookFailure(PaiError):
         self.phase = phase
 
 
-class HookTimeout(HookFailure):
+class HookTimeout(PluginFailure):
     """The plugin did not answer within the phase's timeout."""
 
     def __init__(self, plugin: str, phase: str, detail: str) -> None:
         super().__init__(plugin, phase, detail, reason="HOOK_TIMEOUT")
 
 
-class HookUnavailable(HookFailure):
+class HookUnavailable(PluginFailure):
     """The plugin is down, unreachable, or backed off after repeated failures."""
 
     def __init__(self, plugin: str, phase: str, detail: str) -> None:
         super().__init__(plugin, phase, detail, reason="HOOK_UNAVAILABLE")
 
 
-class HookProtocolError(HookFailure):
+class HookProtocolError(PluginFailure):
     """The plugin answered with a malformed or wrong-phase message."""
 
     def __init__(self, plugin: str, phase: str, detail: str) -> None:
         super().__init__(plugin, phase, detail, reason="HOOK_PROTOCOL_ERROR")
-
-
-def error_info(err: grpc.aio.AioRpcError) -> tuple[str, str] | None:
-    """(reason, message) of a rich status in our domain, if the error carries one."""
-    try:
-        status = rpc_status.from_call(err)
-    except ValueError:
-        return None
-    if status is None:
-        return None
-    for detail in status.details:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            if info.domain == ERROR_DOMAIN:
-                return info.reason, status.message
-    return None
 
 
 def hook_error(reason: str, message: str, *, plugin: str, phase: str) -> PaiError:
@@ -111,8 +97,3 @@ def classify(
         # runtime still wrote to it; core reports that in place of the plugin's status.
         return HookUnavailable(plugin, phase, "the plugin ended the stream early")
     return HookUnavailable(plugin, phase, f"the plugin answered {code.name}: {details}".strip())
-
-
-def is_policy_failure(error: BaseException) -> bool:
-    """Whether the plugin's failure mode decides (transport/protocol), not the hook."""
-    return isinstance(error, HookFailure)

@@ -31,7 +31,8 @@ from pai_grpc.convert import (
 )
 from pai_grpc.domain import JsonObject, LifecycleMessage
 from pai_grpc.errors import FailedPrecondition, InvalidArgument, PermissionDenied
-from pai_grpc.lifecycle import LifecycleRun, LifecycleThread, LifecycleTransaction, ModelHistory
+from pai_grpc.lifecycle import HistoryFacade, RunFacade, ThreadFacade, TransactionFacade
+from pai_grpc.lifecycle._facade import LifecycleThread
 from pai_grpc.server._errors import Context, fill_unimplemented, guarded
 
 log = logging.getLogger("pai_grpc.plugins")
@@ -47,9 +48,9 @@ class Grant:
 
     thread_id: str
     phase: str
-    thread: LifecycleThread | None = None
-    run: LifecycleRun | None = None
-    history: ModelHistory | None = None
+    thread: ThreadFacade | None = None
+    run: RunFacade | None = None
+    history: HistoryFacade | None = None
 
 
 class HookHost:
@@ -122,12 +123,13 @@ class HookHost:
 
 
 def _thread(grant: Grant) -> LifecycleThread:
-    if grant.thread is None:
+    # The host serves the runtime's own (in-process) facade: it reports what mutate() wrote.
+    if not isinstance(grant.thread, LifecycleThread):
         raise FailedPrecondition(f"no thread facade in {grant.phase}", reason="NO_FACADE_IN_PHASE")
     return grant.thread
 
 
-def _history(grant: Grant) -> ModelHistory:
+def _history(grant: Grant) -> HistoryFacade:
     if grant.history is None:
         raise FailedPrecondition(
             "history reads are available while resolving model context only",
@@ -394,7 +396,7 @@ class HookHostServicer(pb_grpc.HookHostServiceServicer):
         grant = self._grant(request)
         thread = _thread(grant)
 
-        async def stage(tx: LifecycleTransaction) -> None:
+        async def stage(tx: TransactionFacade) -> None:
             for i, op in enumerate(request.operations):
                 match op.WhichOneof("operation"):
                     case "append_message":

@@ -21,12 +21,12 @@ from pai_grpc.errors import ModelError
 from pai_grpc.lifecycle import (
     AbortSignal,
     AgentLifecycle,
-    Effective,
     InvalidDecision,
     ModelStepRequest,
     ModelStepStreamResult,
     missing_text_id,
 )
+from pai_grpc.lifecycle._compose import Effective
 from pai_grpc.models import prune_reasoning
 from storage import InvalidJson, check_strict_json
 

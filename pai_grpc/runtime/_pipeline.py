@@ -42,12 +42,8 @@ from pai_grpc.lifecycle import (
     Block,
     Complete,
     Continue,
-    FacadeState,
     Fail,
     InvalidDecision,
-    LifecycleRun,
-    LifecycleThread,
-    ModelHistory,
     ModelStepRequest,
     NextStep,
     PrepareModelStepInput,
@@ -63,9 +59,11 @@ from pai_grpc.lifecycle import (
     apply_patch,
     compose_lifecycle,
     instructions_of,
-    response_chunks,
 )
+from pai_grpc.lifecycle._commit import FacadeState
 from pai_grpc.lifecycle._errors import FacadeClosed
+from pai_grpc.lifecycle._facade import LifecycleRun, LifecycleThread, ModelHistory
+from pai_grpc.lifecycle._stream import response_chunks
 from pai_grpc.runtime._agents import Agent
 from pai_grpc.runtime._committer import RunCommitter, RunFailure, lifecycle_draft
 from pai_grpc.runtime._facade_backend import FacadeBackend

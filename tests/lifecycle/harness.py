@@ -21,7 +21,8 @@ from pai.v1 import thread_service_pb2 as tpb
 from pai_grpc.domain import LifecycleMessage
 from pai_grpc.lifecycle import AgentContract, AgentLifecycle, compose_lifecycle
 from pai_grpc.models import LanguageModel, ScriptedModel
-from pai_grpc.plugins import HookHost, PluginConfig, RemoteLifecycle, serve_plugin
+from pai_grpc.plugin_sdk import serve_plugin
+from pai_grpc.plugins import HookHost, PluginConfig, RemoteLifecycle
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.runtime._records import lifecycle_message_from_record
 from pai_grpc.server._scope import DEV_SCOPE

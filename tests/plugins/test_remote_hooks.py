@@ -42,7 +42,8 @@ from pai_grpc.lifecycle import (
     lifecycle,
 )
 from pai_grpc.models import ModelCall, ScriptedModel, tool_call_step
-from pai_grpc.plugins import HookHost, PluginConfig, RemoteLifecycle, serve_plugin
+from pai_grpc.plugin_sdk import serve_plugin
+from pai_grpc.plugins import HookHost, PluginConfig, RemoteLifecycle
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.testing import InProcessServer, serve_in_process
 from pai_grpc.tools import ToolContext, tool

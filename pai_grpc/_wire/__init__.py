@@ -1,0 +1,28 @@
+"""Wire helpers shared by both sides of the gRPC protocols (neutral: no server, no storage).
+
+The runtime's servers and the plugin SDK both answer with rich statuses and
+both read them; this package is the one place that knows how
+(``google.rpc.ErrorInfo`` in domain ``pai.v1``). It imports only
+:mod:`pai_grpc.errors` and gRPC, so a plugin process can use it without
+loading the runtime.
+"""
+
+from pai_grpc._wire._status import (
+    DOMAIN,
+    Context,
+    error_info,
+    fill_unimplemented,
+    guard,
+    pai_error_of,
+    status_of,
+)
+
+__all__ = [
+    "DOMAIN",
+    "Context",
+    "error_info",
+    "fill_unimplemented",
+    "guard",
+    "pai_error_of",
+    "status_of",
+]

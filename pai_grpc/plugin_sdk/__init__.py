@@ -1,0 +1,22 @@
+"""The Python plugin SDK: host any AgentLifecycle as a LifecyclePluginService.
+
+::
+
+    from pai_grpc.plugin_sdk import serve_plugin
+
+    server = await serve_plugin(MyGuard(), "0.0.0.0:7070")
+    await server.wait()
+
+Hooks run exactly as they would in process; their ``thread``, ``run`` and
+``history`` are proxies calling the runtime's HookHostService with the
+capability token of the current hook call. This package is the plugin side
+of the protocol: it loads neither the runtime's server, its executor nor its
+plugin adapter (:mod:`pai_grpc.plugins`), and imports nothing from storage
+itself (a hook's ``Page`` and ``VersionConflict`` come from
+:mod:`pai_grpc.lifecycle`, whose in-process facade still loads storage).
+"""
+
+from pai_grpc.plugin_sdk._serve import PluginServer, serve_plugin
+from pai_grpc.plugin_sdk._servicer import ModelRef, PluginServicer
+
+__all__ = ["ModelRef", "PluginServer", "PluginServicer", "serve_plugin"]

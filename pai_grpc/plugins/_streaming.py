@@ -1,0 +1,542 @@
+"""The streaming phases over the wire: resolve_model_context, around_model_call, transform.
+
+Middleware phases run as bidirectional streams: the plugin asks the runtime
+for ``next()`` and answers; in around_model_call a plugin may hand the
+provider stream back untouched so its chunks never cross the wire twice. A
+stream transform fails open only before its first chunk went downstream (the
+chunks it already consumed are replayed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from pai.v1 import chunks_pb2
+from pai.v1 import lifecycle_plugin_service_pb2 as pb
+from pai_grpc.convert import (
+    HookCall,
+    chunk_from_proto,
+    chunk_to_proto,
+    hook_context_to_proto,
+    lifecycle_message_to_proto,
+    model_call_patch_from_proto,
+    model_messages_from_proto,
+    model_messages_to_proto,
+    model_step_request_to_proto,
+    step_abort_from_proto,
+)
+from pai_grpc.domain import DataChunk, ModelMessage, StepStreamChunk
+from pai_grpc.errors import ModelError, PaiError
+from pai_grpc.lifecycle import (
+    ContextNext,
+    ModelCallNext,
+    ModelStepRequest,
+    ModelStepStreamResult,
+    ResolveModelContextInput,
+    TransformStepStreamInput,
+    apply_patch,
+)
+from pai_grpc.plugins._calls import (
+    Downstream,
+    parse_reply,
+    received,
+    send,
+    send_end,
+    sendable_runtime_context,
+    step_id_of,
+    write,
+)
+from pai_grpc.plugins._errors import (
+    HookProtocolError,
+    HookTimeout,
+    PluginFailure,
+    classify,
+    hook_error,
+)
+
+if TYPE_CHECKING:
+    from pai_grpc.plugins._adapter import RemoteLifecycle
+
+#: Upstream chunks read ahead of the plugin before the runtime waits for it (backpressure).
+MAX_OUTBOX = 256
+
+
+async def resolve_model_context(
+    remote: RemoteLifecycle, input: ResolveModelContextInput, next: ContextNext
+) -> list[ModelMessage]:
+    """The plugin asks for next() / next(base) and answers with the context."""
+    phase = "resolve_model_context"
+    step_id = step_id_of(input)
+    if remote.skipping(phase, step_id):
+        return await next()
+    token, ctx = remote.hook_context(
+        phase, input, thread_id=input.run.thread_id, history=input.history
+    )
+    call = remote.stub.ResolveModelContext()
+    try:
+        remote.backoff.check(phase)
+        start = pb.ResolveModelContextStart(context=ctx)
+        if input.history is not None and input.history.through is not None:
+            start.through.CopyFrom(lifecycle_message_to_proto(input.history.through))
+        await write(call, pb.ResolveModelContextRequest(start=start), remote.plugin, phase)
+        while True:
+            reply = await remote.read_reply(call, phase)
+            match reply.WhichOneof("message"):
+                case "next":
+                    base = None
+                    if reply.next.HasField("base"):
+                        base = parse_reply(
+                            lambda: model_messages_from_proto(reply.next.base.messages),  # noqa: B023 (called at once)
+                            remote.plugin,
+                            phase,
+                        )
+                    try:
+                        result = await (next(base) if base is not None else next())
+                    except Exception as e:
+                        raise Downstream(e) from e
+                    await write(
+                        call,
+                        pb.ResolveModelContextRequest(
+                            next_result=pb.ContextNextResult(
+                                messages=model_messages_to_proto(result)
+                            )
+                        ),
+                        remote.plugin,
+                        phase,
+                    )
+                case "failed":
+                    raise hook_error(
+                        reply.failed.reason,
+                        reply.failed.message,
+                        plugin=remote.plugin,
+                        phase=phase,
+                    )
+                case "result":
+                    messages = parse_reply(
+                        lambda: model_messages_from_proto(reply.result.messages),  # noqa: B023 (called at once)
+                        remote.plugin,
+                        phase,
+                    )
+                    remote.backoff.succeeded()
+                    return messages
+                case other:
+                    raise HookProtocolError(remote.plugin, phase, f"unexpected message {other!r}")
+    except Downstream as e:
+        raise e.error from None
+    except PaiError as failure:
+        remote.handle_failure(phase, failure, step_id)
+        return await next()  # failing open: as if the hook were absent
+    finally:
+        call.cancel()
+        if token:
+            remote.host.revoke(token)
+
+
+async def around_model_call(
+    remote: RemoteLifecycle, request: ModelStepRequest, next: ModelCallNext
+) -> ModelStepStreamResult:
+    """The plugin may call next(patch), then pass the stream through or transform it."""
+    phase = "around_model_call"
+    step_id = f"step-{request.step_index}-{request.run_id}"
+    if remote.skipping(phase, step_id):
+        return await next()
+    # around_model_call's input is the request; the facade is not part of it.
+    token = ""
+    ctx = hook_context_to_proto(
+        HookCall(
+            thread_id=request.thread_id,
+            runtime_context=sendable_runtime_context(request.runtime_context),
+        )
+    )
+    call = remote.stub.AroundModelCall()
+    attempts: list[ModelStepStreamResult] = []
+    handed_off = False
+    try:
+        remote.backoff.check(phase)
+        await write(
+            call,
+            pb.AroundModelCallRequest(
+                start=pb.AroundModelCallStart(
+                    context=ctx, request=model_step_request_to_proto(request)
+                )
+            ),
+            remote.plugin,
+            phase,
+        )
+        while True:
+            reply = await remote.read_reply(call, phase)
+            kind = reply.WhichOneof("message")
+            if kind == "next":
+                patch = None
+                if reply.next.HasField("patch"):
+                    patch = parse_reply(
+                        functools.partial(
+                            model_call_patch_from_proto,
+                            reply.next.patch,
+                            remote.resolver(request.model),
+                        ),
+                        remote.plugin,
+                        phase,
+                    )
+                try:
+                    attempt = await (next(patch) if patch is not None else next())
+                except ModelError as e:
+                    # A setup failure: the plugin may fall back (AMC-03).
+                    await write(
+                        call,
+                        pb.AroundModelCallRequest(
+                            next_failed=pb.ModelCallFailed(reason=e.reason, message=e.message)
+                        ),
+                        remote.plugin,
+                        phase,
+                    )
+                    continue
+                except Exception as e:
+                    raise Downstream(e) from e
+                attempts.append(attempt)
+                effective = apply_patch(request, patch) if patch is not None else request
+                await write(
+                    call,
+                    pb.AroundModelCallRequest(
+                        next_started=pb.ModelCallStarted(
+                            request=model_step_request_to_proto(effective)
+                        )
+                    ),
+                    remote.plugin,
+                    phase,
+                )
+                if reply.next.mode == pb.STREAM_MODE_TRANSFORM:
+                    handed_off = True
+                    return ModelStepStreamResult(
+                        stream=_duplex(remote, call, attempt.stream, phase, step_id, token)
+                    )
+            elif kind == "failed":
+                raise hook_error(
+                    reply.failed.reason, reply.failed.message, plugin=remote.plugin, phase=phase
+                )
+            elif kind == "pass_through":
+                chosen = _chosen_attempt(remote, attempts, reply.pass_through, "pass_through")
+                remote.backoff.succeeded()
+                # The attempt's own result, untouched: the runtime identifies its
+                # source request. The provider stream never crosses the wire.
+                return chosen
+            elif kind == "subscribe":
+                chosen = _chosen_attempt(remote, attempts, reply.subscribe, "subscribe")
+                handed_off = True
+                return ModelStepStreamResult(
+                    stream=_duplex(remote, call, chosen.stream, phase, step_id, token)
+                )
+            elif kind in ("chunk", "end"):
+                # An answer without next (e.g. a cache hit): the plugin's chunks are the step.
+                handed_off = True
+                return ModelStepStreamResult(
+                    stream=_duplex(remote, call, None, phase, step_id, token, first=reply)
+                )
+            else:
+                raise HookProtocolError(remote.plugin, phase, f"unexpected message {kind!r}")
+    except Downstream as e:
+        raise e.error from None
+    except PaiError as failure:
+        remote.handle_failure(phase, failure, step_id)
+        return attempts[-1] if attempts else await next()
+    finally:
+        if not handed_off:
+            call.cancel()
+
+
+def _chosen_attempt(
+    remote: RemoteLifecycle,
+    attempts: list[ModelStepStreamResult],
+    message: pb.PassThrough | pb.StreamSubscribe,
+    kind: str,
+) -> ModelStepStreamResult:
+    """The attempt a pass_through / subscribe names (unset: the latest)."""
+    if not attempts:
+        raise HookProtocolError(remote.plugin, "around_model_call", f"{kind} before next()")
+    if not message.HasField("attempt"):
+        return attempts[-1]
+    index = int(message.attempt)
+    if index >= len(attempts):
+        raise HookProtocolError(
+            remote.plugin, "around_model_call", f"{kind} names unknown attempt {index}"
+        )
+    return attempts[index]
+
+
+def transform_step_stream(
+    remote: RemoteLifecycle, input: TransformStepStreamInput
+) -> AsyncIterator[StepStreamChunk]:
+    """Chunks flow to the plugin and back; ui data and abort come back as messages."""
+    assert input.stream is not None
+    return _transform(remote, input, input.stream)
+
+
+async def _transform(
+    remote: RemoteLifecycle,
+    input: TransformStepStreamInput,
+    upstream: AsyncIterator[StepStreamChunk],
+) -> AsyncIterator[StepStreamChunk]:
+    phase = "transform_step_stream"
+    step_id = step_id_of(input)
+    if remote.skipping(phase, step_id):
+        async for chunk in upstream:
+            yield chunk
+        return
+    token, ctx = remote.hook_context(phase, input, thread_id=input.run.thread_id)
+    call = remote.stub.TransformStepStream()
+    try:
+        remote.backoff.check(phase)
+        start = pb.TransformStepStreamStart(context=ctx)
+        if input.input is not None:
+            start.input.CopyFrom(model_step_request_to_proto(input.input))
+        await write(call, pb.TransformStepStreamRequest(start=start), remote.plugin, phase)
+    except PaiError as failure:
+        call.cancel()
+        if token:
+            remote.host.revoke(token)
+        remote.handle_failure(phase, failure, step_id)
+        async for chunk in upstream:
+            yield chunk
+        return
+
+    async def on_reply(reply: Any) -> list[StepStreamChunk]:
+        match reply.WhichOneof("message"):
+            case "chunk":
+                return [parse_reply(lambda: chunk_from_proto(reply.chunk), remote.plugin, phase)]
+            case "batch":
+                return parse_reply(
+                    lambda: [chunk_from_proto(c) for c in reply.batch.chunks],
+                    remote.plugin,
+                    phase,
+                )
+            case "ui_data":
+                data = parse_reply(
+                    lambda: chunk_from_proto(chunks_pb2.StepStreamChunk(data=reply.ui_data)),
+                    remote.plugin,
+                    phase,
+                )
+                assert isinstance(data, DataChunk)
+                assert input.ui_data is not None
+                try:
+                    input.ui_data.write(data)
+                except Exception as e:
+                    raise Downstream(e) from e
+                return []
+            case "failed":
+                raise hook_error(
+                    reply.failed.reason, reply.failed.message, plugin=remote.plugin, phase=phase
+                )
+            case "abort":
+                abort = parse_reply(
+                    lambda: step_abort_from_proto(reply.abort), remote.plugin, phase
+                )
+                assert input.abort is not None
+                try:
+                    await input.abort(abort)
+                except Exception as e:
+                    raise Downstream(e) from e
+                return []
+            case other:
+                raise HookProtocolError(remote.plugin, phase, f"unexpected message {other!r}")
+
+    async for chunk in _exchange(
+            remote,
+        call, upstream, phase, step_id, token, chunk_type=pb.TransformStepStreamRequest,
+        on_reply=on_reply, batches=remote.accepts_batches,
+    ):  # fmt: skip
+        yield chunk
+
+
+def _duplex(
+    remote: RemoteLifecycle,
+    call: Any,
+    upstream: AsyncIterator[StepStreamChunk] | None,
+    phase: str,
+    step_id: str,
+    token: str,
+    *,
+    first: Any = None,
+) -> AsyncIterator[StepStreamChunk]:
+    """around_model_call in transform mode: downstream chunks out, result chunks back."""
+
+    async def on_reply(reply: Any) -> list[StepStreamChunk]:
+        if reply.WhichOneof("message") == "chunk":
+            return [parse_reply(lambda: chunk_from_proto(reply.chunk), remote.plugin, phase)]
+        if reply.WhichOneof("message") == "failed":
+            raise hook_error(
+                reply.failed.reason, reply.failed.message, plugin=remote.plugin, phase=phase
+            )
+        raise HookProtocolError(
+            remote.plugin, phase, f"unexpected message {reply.WhichOneof('message')!r}"
+        )
+
+    return _exchange(
+        remote,
+        call,
+        upstream,
+        phase,
+        step_id,
+        token,
+        chunk_type=pb.AroundModelCallRequest,
+        on_reply=on_reply,
+        first=first,
+    )
+
+
+async def _exchange(
+    remote: RemoteLifecycle,
+    call: Any,
+    upstream: AsyncIterator[StepStreamChunk] | None,
+    phase: str,
+    step_id: str,
+    token: str,
+    *,
+    chunk_type: Any,
+    on_reply: Callable[[Any], Awaitable[list[StepStreamChunk]]],
+    first: Any = None,
+    batches: bool = False,
+) -> AsyncIterator[StepStreamChunk]:
+    """Pump ``upstream`` to the plugin while yielding what it sends back.
+
+    Writes are pipelined: while one write is in flight, further upstream
+    chunks queue up and go out together (as one ChunkBatch to plugins that
+    accept them). Until the first chunk goes downstream, consumed upstream
+    chunks are kept so failing open can replay them; after that a failure
+    is fatal. The timeout applies while the plugin owes an answer (the
+    upstream has ended and everything was written).
+    """
+    timeout = remote.policy(phase).timeout
+    replay: list[StepStreamChunk] = []  # consumed, not yet answered downstream
+    outbox: list[StepStreamChunk] = []  # consumed, not yet written
+    emitted = False
+    up: asyncio.Future[StepStreamChunk] | None = None
+    upstream_done = upstream is None
+    end_sent = upstream is None
+    writable = True
+    writing: asyncio.Future[bool] | None = None
+    read: asyncio.Future[Any] | None = None
+    pending_first = first
+    failure: PaiError | None = None
+    if upstream is None:
+        with contextlib.suppress(Exception):
+            await call.done_writing()
+    try:
+        while True:
+            if pending_first is not None:
+                reply, pending_first = pending_first, None
+            else:
+                if (
+                    up is None
+                    and not upstream_done
+                    and writable
+                    and len(outbox) < MAX_OUTBOX
+                    and upstream is not None
+                ):
+                    up = asyncio.ensure_future(anext(upstream))
+                if writing is None and writable:
+                    if outbox:
+                        if batches and len(outbox) > 1:
+                            message = chunk_type(
+                                batch=pb.ChunkBatch(chunks=[chunk_to_proto(c) for c in outbox])
+                            )
+                            outbox.clear()
+                        else:
+                            message = chunk_type(chunk=chunk_to_proto(outbox.pop(0)))
+                        writing = asyncio.ensure_future(send(call, message))
+                    elif upstream_done and not end_sent:
+                        end_sent = True
+                        writing = asyncio.ensure_future(send_end(call, chunk_type))
+                if read is None:
+                    read = asyncio.ensure_future(call.read())
+                waits: set[asyncio.Future[Any]] = {read}
+                if up is not None:
+                    waits.add(up)
+                if writing is not None:
+                    waits.add(writing)
+                owed = up is None and writing is None and not outbox
+                done, _ = await asyncio.wait(
+                    waits,
+                    timeout=timeout if owed else None,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if not done:
+                    raise HookTimeout(remote.plugin, phase, "no answer within the timeout")
+                if writing is not None and writing in done:
+                    # A failed write: the plugin stopped reading (it answered or
+                    # failed); its reply, read next, says which.
+                    writable = writing.result()
+                    writing = None
+                if up is not None and up in done:
+                    try:
+                        chunk = up.result()
+                    except StopAsyncIteration:
+                        upstream_done = True
+                    except Exception as e:
+                        raise Downstream(e) from e
+                    else:
+                        if not emitted:
+                            replay.append(chunk)
+                        outbox.append(chunk)
+                    up = None
+                if read not in done:
+                    continue
+                try:
+                    reply = read.result()
+                except grpc.aio.AioRpcError as e:
+                    raise classify(e, remote.plugin, phase, stream=True) from None
+                finally:
+                    read = None
+                reply = received(reply, remote.plugin, phase)
+            kind = reply.WhichOneof("message")
+            if kind == "end":
+                remote.backoff.succeeded()
+                return
+            if kind in ("abort", "failed"):
+                # A terminal answer: half-close (nothing more is written), so the
+                # plugin can end the call without racing our writes.
+                with contextlib.suppress(Exception):
+                    await call.done_writing()
+            for out in await on_reply(reply):
+                emitted = True
+                replay.clear()
+                yield out
+    except Downstream as e:
+        raise e.error from None
+    except PaiError as e:
+        if emitted or not isinstance(e, PluginFailure):
+            if isinstance(e, PluginFailure):
+                remote.backoff.failed()
+            raise
+        failure = e
+    finally:
+        for pending in (read, writing):
+            if pending is not None:
+                pending.cancel()
+        call.cancel()
+        if token:
+            remote.host.revoke(token)
+        if failure is None and up is not None and not up.done():
+            # Stop the upstream read in flight, so the provider stream can close.
+            up.cancel()
+            with contextlib.suppress(BaseException):
+                await up
+    # Failing open before anything went downstream: replay what the plugin consumed.
+    assert failure is not None
+    remote.handle_failure(phase, failure, step_id)
+    for chunk in replay:
+        yield chunk
+    if upstream is None or upstream_done:
+        return
+    if up is not None:
+        try:
+            yield await up
+        except StopAsyncIteration:
+            return
+    async for chunk in upstream:
+        yield chunk
