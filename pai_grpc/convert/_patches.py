@@ -53,14 +53,12 @@ from pai_grpc.lifecycle._patches import (
     UNSET,
     ModelCallPatch,
     ModelStepPatch,
+    ModelStepRequest,
     RunPatch,
     coerce_patch,
 )
 
 P = TypeVar("P", bound=ModelStepPatch | RunPatch)
-
-# Cleared by a patch that carries ``model`` (a fresh route, see apply_patch).
-_ROUTE_FIELDS = ("model_settings", "provider_options", "provider_tools", "tool_choice")
 
 
 def _coerce(patch: Any, kind: type[Any], path: str) -> Any:
@@ -120,7 +118,8 @@ def fold_patches(patches: Any, kind: type[P], *, path: str = "patch") -> P | Non
         if extra:
             raise ValueError(f"{where}: a {kind.__name__} cannot carry {extra}")
         if "model" in values:
-            for name in _ROUTE_FIELDS:
+            # A fresh route clears the provider-specific fields (as apply_patch does).
+            for name in ModelStepRequest.ROUTE_FIELDS:
                 folded.pop(name, None)
         if "messages" in values:
             folded.pop("append_model_messages", None)
