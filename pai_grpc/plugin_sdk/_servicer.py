@@ -396,6 +396,15 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
         async def next_(patch: Any = None) -> ModelStepStreamResult:
             ask = pb.ModelCallNext(mode=pb.STREAM_MODE_UNSPECIFIED)
             if isinstance(patch, Effective):
+                if len(patch.request.attempt_signals) > len(request.attempt_signals):
+                    # Dropping it would leave the attempt without the deadline the
+                    # hook asked for: refuse, as a raw ModelCallPatch(signal=...) is.
+                    raise InvalidDecision(
+                        self._name,
+                        "around_model_call",
+                        "ModelCallPatch.signal: an AbortSignal cannot cross the wire; "
+                        "use ModelCallPatch.timeout",
+                    )
                 # The composed chain's complete request: send what it changed.
                 patch = _diff_patch(request, patch.request)
             elif patch is not None and not isinstance(patch, ModelCallPatch):

@@ -665,6 +665,17 @@ async def test_setup_failures_are_catchable_around_next_but_stream_errors_are_no
     assert fallback.calls == []
 
 
+async def _signal_refused_remotely(database_url: str, around: Any, model: StallingModel) -> None:
+    """A remote hook's AbortSignal cannot cross the wire: the run fails, nothing is called."""
+    async with harness(
+        database_url, lifecycle("attempt", around_model_call=around), model=model, mode="remote"
+    ) as h:
+        _, done = await h.ask("hi")
+        assert (done.status, done.run.reason) == ("failed", "HOOK_INVALID_DECISION")
+        assert "use ModelCallPatch.timeout" in done.run.error.message
+    assert model.events == []
+
+
 # ---- AMC-04 --------------------------------------------------------------------------
 
 
@@ -673,8 +684,6 @@ async def test_setup_failures_are_catchable_around_next_but_stream_errors_are_no
 async def test_an_attempt_timeout_stops_the_provider(
     database_url: str, hooks_mode: str, form: str
 ) -> None:
-    if hooks_mode == "remote" and form == "signal":
-        pytest.skip("an AbortSignal is a Python object; remote hooks pass ModelCallPatch.timeout")
     model = StallingModel()  # never finishes by itself
 
     async def around(request: ModelStepRequest, next: Any) -> ModelStepStreamResult:
@@ -688,6 +697,12 @@ async def test_an_attempt_timeout_stops_the_provider(
         database_url, lifecycle("deadline", around_model_call=around), model=model, mode=hooks_mode
     ) as h:
         thread_id, done = await h.ask("hi")
+        if hooks_mode == "remote" and form == "signal":
+            # An AbortSignal cannot cross the wire: refused, never silently dropped.
+            assert (done.status, done.run.reason) == ("failed", "HOOK_INVALID_DECISION")
+            assert "use ModelCallPatch.timeout" in done.run.error.message
+            assert model.events == []  # the provider was never called
+            return
         assert (done.status, done.run.reason) == ("failed", "MODEL_CALL_TIMEOUT")
         assert await h.transcript(thread_id) == [("user", "hi")]  # nothing partial committed
     assert model.events[0] == "constructed"
@@ -699,8 +714,6 @@ async def test_an_attempt_timeout_stops_the_provider(
 
 @pytest.mark.rule("AMC-04")
 async def test_an_attempt_signal_aborts_the_attempt(database_url: str, hooks_mode: str) -> None:
-    if hooks_mode == "remote":
-        pytest.skip("an AbortSignal is a Python object; remote hooks pass ModelCallPatch.timeout")
     model = StallingModel()
     signals: list[AbortSignal] = []
 
@@ -709,6 +722,9 @@ async def test_an_attempt_signal_aborts_the_attempt(database_url: str, hooks_mod
         signals.append(signal)
         return await next(ModelCallPatch(signal=signal))  # type: ignore[no-any-return]
 
+    if hooks_mode == "remote":
+        await _signal_refused_remotely(database_url, around, model)
+        return
     async with harness(
         database_url, lifecycle("attempt", around_model_call=around), model=model, mode=hooks_mode
     ) as h:
@@ -727,8 +743,6 @@ async def test_an_attempt_signal_aborts_the_attempt(database_url: str, hooks_mod
 async def test_cancel_still_reaches_the_provider_through_a_combined_attempt_signal(
     database_url: str, hooks_mode: str
 ) -> None:
-    if hooks_mode == "remote":
-        pytest.skip("an AbortSignal is a Python object; remote hooks pass ModelCallPatch.timeout")
     model = StallingModel()
     runtime_signal: list[str] = []
     attempt = AbortSignal()  # never fires by itself
@@ -738,6 +752,9 @@ async def test_cancel_still_reaches_the_provider_through_a_combined_attempt_sign
         request.signal.add_listener(runtime_signal.append)
         return await next(ModelCallPatch(signal=attempt))  # type: ignore[no-any-return]
 
+    if hooks_mode == "remote":
+        await _signal_refused_remotely(database_url, around, model)
+        return
     async with harness(
         database_url, lifecycle("attempt", around_model_call=around), model=model, mode=hooks_mode
     ) as h:
