@@ -11,7 +11,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from pai_grpc._codegen import GENERATED_ROOT, generate
 from pai_grpc.testing import InProcessServer
 
-#: DESIGN.md section 3: the services and RPC names that are part of the spec.
+#: The services and RPC names that are part of the spec (the contract in protos/pai/v1).
 CONTRACT = {
     "pai.v1.ThreadService": {
         "CreateThread", "GetThread", "ListThreads", "DeleteThread", "UpdateThreadMetadata",

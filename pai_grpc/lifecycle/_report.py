@@ -1,4 +1,6 @@
-"""Hook failures an execution records when remote hooks fail open (DESIGN.md section 7).
+"""Hook failures an execution records when remote hooks fail open.
+
+The policy is in docs/plugin-protocol.md, "Failure semantics".
 
 The execution sets a :class:`HookReport` in a context variable for its task;
 the remote adapter records skipped hooks there; the execution writes the

@@ -5,7 +5,7 @@ Remote and in-process hooks compose in one chain, in the configured order.
 declares are ever called (REM-01). The unary phases are here; the streaming
 ones (middleware, as bidirectional streams) are in ``_streaming.py``.
 
-Failure policy per plugin and phase (DESIGN.md section 7, after Envoy
+Failure policy per plugin and phase (docs/plugin-protocol.md, "Failure semantics"; after Envoy
 ext_proc): a timeout (default 1 s) on every wait for the plugin, and a
 failure mode. ``closed`` fails the run with HOOK_TIMEOUT / HOOK_UNAVAILABLE /
 HOOK_PROTOCOL_ERROR; ``open`` skips the hook for the rest of the step, counts
