@@ -11,13 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from pai_grpc._config_file import (
-    REFERENCE_END,
-    REFERENCE_START,
     ConfigError,
     ConfigFile,
-    config_reference,
     load_config_file,
 )
+from pai_grpc._config_reference import REFERENCE_END, REFERENCE_START, config_reference
 from storage import DEFAULT_DATABASE_URL
 
 __all__ = [
