@@ -123,26 +123,22 @@ class RunExecutor:
         self._task = asyncio.current_task()
         current_report.set(self._report)  # this task's context: remote hooks report here
         heartbeat = asyncio.create_task(self._heartbeat())
-        aborted = False
         try:
             await self._episode()
         except Stop:
             pass
         except LeaseLost:
-            aborted = True
             self._lost()
         except asyncio.CancelledError:
             if self.lease_lost:
-                aborted = True
                 self._lost()
             elif self._cancel_reason is not None:
                 if self._task is not None:
                     self._task.uncancel()
                 self._close_episode(self._cancel_reason)
-                aborted = not await self._write_cancellation(self._cancel_reason)
+                await self._write_cancellation(self._cancel_reason)
             else:
                 # Shutdown: hand the run back so another runner resumes it at once.
-                aborted = True
                 self._close_episode("shutdown")
                 try:
                     await asyncio.shield(self._store.release(self._committer.lease))
@@ -153,7 +149,6 @@ class RunExecutor:
             # The database went away during a COMMIT (an execution otherwise waits
             # outages out): whether it landed is unknown, so nothing is repeated.
             # Hand the run back; a fresh claim resumes it from what is durable.
-            aborted = True
             self._close_episode("database_unavailable")
             log.warning("run %s: handed back after a database outage (%s)", self.run_id, e)
             with contextlib.suppress(Exception):
@@ -164,14 +159,14 @@ class RunExecutor:
             else:
                 log.exception("run %s failed", self.run_id)
             self._close_episode("failed")
-            aborted = not await self._write_failure(_error_of(e))
+            await self._write_failure(_error_of(e))
         finally:
             # The facade closes with the episode: retained clients cannot write later.
             self._close_episode("stopped")
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
-            await self.sink.close(aborted=aborted)
+            await self.sink.close()
 
     def _close_episode(self, reason: str) -> None:
         self._pipeline.close(reason)

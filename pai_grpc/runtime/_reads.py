@@ -202,9 +202,6 @@ class Reads:
                     return
                 if record.status in TERMINAL_RUN_STATUSES and record.last_seq <= cursor:
                     return
-            elif channel.closed and channel.aborted:
-                # The execution lost its lease: what it streamed past the log is void.
-                cursor = min(cursor, channel.durable_seq)
             await broker.wait(run_id, FOLLOW_POLL_SECONDS)
 
     # ---- WatchThread -------------------------------------------------------

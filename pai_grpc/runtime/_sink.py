@@ -200,10 +200,10 @@ class EventSink:
             self.mark_durable(last, reserved=reserved)
             self._release()
 
-    async def close(self, *, aborted: bool = False) -> None:
+    async def close(self) -> None:
         """Stop the background flusher and end the live channel."""
         if self._flusher is not None and not self._flusher.done():
             self._flusher.cancel()
             with contextlib.suppress(BaseException):
                 await self._flusher
-        self._broker.close(self.channel, aborted=aborted)
+        self._broker.close(self.channel)

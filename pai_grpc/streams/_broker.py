@@ -70,8 +70,6 @@ class RunChannel:
         #: Highest sequence number known to be in the chunk log.
         self.durable_seq = first_seq - 1
         self.closed = False
-        #: The execution lost its lease: unflushed events will never be durable.
-        self.aborted = False
         self.window_bytes = window_bytes
         #: Approximate bytes of the kept events.
         self.size = 0
@@ -130,10 +128,14 @@ class Broker:
         self.notify(run_id)
         return channel
 
-    def close(self, channel: RunChannel, *, aborted: bool = False) -> None:
-        """End an execution's channel; readers continue from the chunk log."""
+    def close(self, channel: RunChannel) -> None:
+        """End an execution's channel; readers continue from the chunk log.
+
+        Events it published past the log are never rewound to: the next
+        execution starts above the run's seq reservation, so any cursor a
+        reader holds stays valid.
+        """
         channel.closed = True
-        channel.aborted = aborted
         if self._channels.get(channel.run_id) is channel:
             del self._channels[channel.run_id]
         channel.signal.fire()
