@@ -46,6 +46,22 @@ async def _until_signal() -> None:
     log.info("signal received")
 
 
+async def _settle(timeout: float = 2.0) -> None:
+    """Let the tasks still alive after a drain finish before the process's loop closes.
+
+    grpc's server completes its shutdown as soon as every call's final status
+    is on the wire, which can be a loop iteration before the call's own task
+    (``_schedule_rpc_coro``) has run its completion. ``asyncio.run`` would then
+    cancel that task, and grpc logs the cancellation as an unhandled ERROR in
+    the servicer method, on a call that in fact completed. After a drain
+    nothing else runs, so this waits for at most a moment.
+    """
+    current = asyncio.current_task()
+    alive = [task for task in asyncio.all_tasks() if task is not current and not task.done()]
+    if alive:
+        await asyncio.wait(alive, timeout=timeout)
+
+
 class App:
     """One server process: the gRPC server plus (by default) an embedded runner."""
 
@@ -168,6 +184,7 @@ class App:
         await self.start()
         await _until_signal()
         await self.stop()
+        await _settle()
 
     async def _watch_database(self) -> None:
         """Keep health in step with the database: NOT_SERVING while it cannot be reached.
@@ -236,3 +253,4 @@ class RunnerProcess:
         await self.start()
         await _until_signal()
         await self.stop()
+        await _settle()

@@ -95,11 +95,16 @@ async def test_readers_resume_after_kill_9_without_mix_gap_or_duplicate(
                     deltas = sum(e.chunk.WhichOneof("chunk") == "text_delta" for e in live[0])
                     if deltas < 40:
                         continue
+                    # Freeze the server so the log cannot move between the check and the
+                    # kill (a flush lands every 50 ms), let the readers drain their sockets,
+                    # then kill only while a reader holds events the log does not have yet.
+                    first.send_signal(signal.SIGSTOP)
+                    await asyncio.sleep(0.1)
                     record = await store.get_run("default", run_id)
                     assert record is not None
-                    # Kill while a reader holds events the log does not have yet.
                     if live[0][-1].seq > record.last_seq:
                         break
+                    first.send_signal(signal.SIGCONT)
             finally:
                 await store.close()
             first.send_signal(signal.SIGKILL)  # mid-step: events are live but not all durable
