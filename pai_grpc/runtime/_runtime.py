@@ -9,6 +9,7 @@ from pai_grpc.runtime._reads import Reads
 from pai_grpc.runtime._services import Services
 from pai_grpc.runtime._validate import Limits
 from pai_grpc.streams import Broker
+from pai_grpc.telemetry import Telemetry
 from storage import Store
 
 
@@ -16,9 +17,14 @@ class Runtime(Mutations, Reads, Admin):
     """Every operation takes the caller's resolved scope; outside it, nothing exists."""
 
     def __init__(
-        self, store: Store, agents: AgentRegistry, *, limits: Limits | None = None
+        self,
+        store: Store,
+        agents: AgentRegistry,
+        *,
+        limits: Limits | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
-        self.services = Services.create(store, agents, limits)
+        self.services = Services.create(store, agents, limits, telemetry)
 
     @property
     def store(self) -> Store:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from pai_grpc.runtime._agents import AgentRegistry
@@ -11,6 +11,7 @@ from pai_grpc.runtime._history import HistoryRewrites
 from pai_grpc.runtime._signals import Signals
 from pai_grpc.runtime._validate import Limits
 from pai_grpc.streams import Broker, ThreadHint, ThreadHub
+from pai_grpc.telemetry import Telemetry
 from storage import ClaimedRun, CommitResult, Store, WriteSet
 
 
@@ -47,9 +48,17 @@ class Services:
     #: The embedded runner, when this process has one (Send hands runs to it directly).
     handoff: Handoff | None = None
     lease_seconds: float = 30.0
+    #: Where traces and metrics go (a no-op unless the process exports them).
+    telemetry: Telemetry = field(default_factory=Telemetry.noop)
 
     @classmethod
-    def create(cls, store: Store, agents: AgentRegistry, limits: Limits | None = None) -> Services:
+    def create(
+        cls,
+        store: Store,
+        agents: AgentRegistry,
+        limits: Limits | None = None,
+        telemetry: Telemetry | None = None,
+    ) -> Services:
         """Services with fresh in-process hubs."""
         broker, threads = Broker(), ThreadHub()
         return cls(
@@ -61,6 +70,7 @@ class Services:
             limits=limits or Limits(),
             contexts=ContextCache(store),
             history=HistoryRewrites(),
+            telemetry=telemetry or Telemetry.noop(),
         )
 
     def bound_memory(self, *, run_event_buffer_bytes: int, context_cache_bytes: int) -> None:

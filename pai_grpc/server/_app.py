@@ -19,6 +19,7 @@ from pai_grpc.server._reflection import enable_reflection
 from pai_grpc.server._runs import RunService
 from pai_grpc.server._scope import ScopeResolver
 from pai_grpc.server._threads import ThreadService
+from pai_grpc.telemetry import Telemetry
 from storage import Store, check_schema
 
 log = logging.getLogger("pai_grpc.server")
@@ -71,10 +72,11 @@ class App:
         agents: AgentRegistry,
         *,
         store: Store | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.settings = settings
         self.store = store or Store.open(settings.database_url)
-        self.runtime = Runtime(self.store, agents)
+        self.runtime = Runtime(self.store, agents, telemetry=telemetry)
         self.runtime.services.lease_seconds = settings.lease_seconds
         self.runtime.services.bound_memory(
             run_event_buffer_bytes=settings.run_event_buffer_bytes,
@@ -221,11 +223,16 @@ class RunnerProcess:
     """A runner-only process: claims and executes runs from the shared database."""
 
     def __init__(
-        self, settings: Settings, agents: AgentRegistry, *, store: Store | None = None
+        self,
+        settings: Settings,
+        agents: AgentRegistry,
+        *,
+        store: Store | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.settings = settings
         self.store = store or Store.open(settings.database_url)
-        self.runtime = Runtime(self.store, agents)
+        self.runtime = Runtime(self.store, agents, telemetry=telemetry)
         self.runtime.services.bound_memory(
             run_event_buffer_bytes=settings.run_event_buffer_bytes,
             context_cache_bytes=settings.context_cache_bytes,
