@@ -39,6 +39,7 @@
     [hook_host]                             # HookHostService for remote hooks
     address = "127.0.0.1:0"                 # where it listens
     advertise = ""                          # what plugins dial, when not the bound address
+    tls = { cert_file = "host.crt", key_file = "host.key" }   # optional, as [tls]
 
     [tools.pick_color]                      # a client tool: the client submits its result
     kind = "client"
@@ -48,6 +49,7 @@
     [tool_servers.search]                   # remote backend tools (ToolService)
     address = "127.0.0.1:7000"
     approval = ["lookup"]                   # these ask a human before running
+    tls = { ca_file = "ca.pem", cert_file = "me.crt", key_file = "me.key" }  # optional mTLS
 
 Without agents, a default agent answers with Claude when ANTHROPIC_API_KEY is
 set and with the clearly labelled offline stand-in otherwise.
@@ -106,7 +108,8 @@ async def _tool_servers(settings: Settings) -> tuple[dict[str, Tool], list[Remot
     tools: dict[str, Tool] = {}
     servers: list[RemoteToolServer] = []
     for name, table in settings.file.tool_servers.items():
-        server = RemoteToolServer(name, table.address, timeout=table.timeout)
+        tls = table.tls.settings() if table.tls is not None else None
+        server = RemoteToolServer(name, table.address, timeout=table.timeout, tls=tls)
         try:
             listed = await server.connect()
         except RemoteToolError as e:
@@ -156,6 +159,7 @@ def plugin_config(table: PluginHook) -> PluginConfig:
             for phase, p in table.phases.items()
         },
         only=frozenset(table.only) if table.only is not None else None,
+        tls=table.tls.settings() if table.tls is not None else None,
     )
 
 
@@ -171,7 +175,8 @@ class _Plugins:
     def plugin(self, agent: str, table: PluginHook) -> RemoteLifecycle:
         if self.host is None:
             conf = self.settings.file.hook_host
-            self.host = HookHost(conf.address, advertise=conf.advertise)
+            tls = conf.tls.settings() if conf.tls is not None else None
+            self.host = HookHost(conf.address, advertise=conf.advertise, tls=tls)
         remote = RemoteLifecycle(plugin_config(table), self.host, registry=self.models)
         self.pending.append((agent, remote))
         return remote

@@ -24,6 +24,8 @@ from typing import Annotated, Any, Literal, TypeAlias, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
+from pai_grpc._config_tls import ClientTlsTable, ServerTable, ServerTlsTable
+
 
 class ConfigError(Exception):
     """The configuration is invalid; the message says where and why."""
@@ -111,6 +113,9 @@ class HookHostTable(_Table):
 
     address: str = Field("127.0.0.1:0", description="`HOST:PORT` it listens on.")
     advertise: str = Field("", description="The address plugins dial, when not the bound address.")
+    tls: ServerTlsTable | None = Field(
+        None, description="TLS of the HookHostService port (keys as `[tls]`)."
+    )
 
 
 class ModelSettingsTable(_Table):
@@ -182,6 +187,7 @@ class PluginHook(_Table):
     only: list[PhaseName] | None = Field(
         None, description="Call only these of the declared phases (default: all declared)."
     )
+    tls: ClientTlsTable | None = Field(None, description="TLS of the channel to the plugin.")
 
 
 class QuotaHook(_Table):
@@ -346,6 +352,9 @@ class ToolServerTable(_Table):
     approval: list[str] = Field(
         default_factory=list, description="Its tools that ask a human before running."
     )
+    tls: ClientTlsTable | None = Field(
+        None, description="TLS of the channel to the server (keys as a plugin hook's `tls`)."
+    )
 
 
 class ConfigFile(_Table):
@@ -361,6 +370,10 @@ class ConfigFile(_Table):
         default_factory=OfflineTable, description="The offline stand-in model."
     )
     memory: MemoryTable = Field(default_factory=MemoryTable, description="Memory bounds.")
+    tls: ServerTlsTable | None = Field(None, description="TLS of the API port (default: none).")
+    server: ServerTable = Field(
+        default_factory=ServerTable, description="Keepalive and connection age of the API port."
+    )
     hook_host: HookHostTable = Field(
         default_factory=HookHostTable, description="The HookHostService for remote plugins."
     )

@@ -8,6 +8,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from pai_grpc._wire import ClientTls, ServerTls, TlsError
 from pai_grpc.config import DEFAULT_ADDRESS, ConfigError, Settings
 
 
@@ -27,6 +28,36 @@ def _settings(ns: argparse.Namespace) -> Settings:
     )
 
 
+def _server_tls(ns: argparse.Namespace, settings: Settings) -> ServerTls | None:
+    """The API port's TLS: each ``--tls-*`` flag overrides its key of ``[tls]``."""
+    file = settings.tls
+    cert = ns.tls_cert or (file.cert_file if file else None)
+    key = ns.tls_key or (file.key_file if file else None)
+    client_ca = ns.tls_client_ca or (file.client_ca_file if file else None)
+    require = bool(ns.require_client_cert) or (file.require_client_cert if file else False)
+    if not (cert or key or client_ca or require):
+        return None
+    if not cert or not key:
+        raise ConfigError("TLS needs both a certificate and a key (--tls-cert and --tls-key)")
+    try:
+        tls = ServerTls(cert, key, client_ca_file=client_ca, require_client_cert=require)
+        tls.configuration()  # unusable files stop the process now, not at the first handshake
+    except TlsError as e:
+        raise ConfigError(str(e)) from e
+    return tls
+
+
+def _client_tls(ns: argparse.Namespace) -> ClientTls | None:
+    """TLS of ``chat`` / ``health``: any ``--tls-*`` flag turns it on."""
+    values = (ns.tls_ca, ns.tls_cert, ns.tls_key, ns.tls_server_name)
+    if not any(values):
+        return None
+    try:
+        return ClientTls(*values)
+    except TlsError as e:
+        raise ConfigError(str(e)) from e
+
+
 def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
     """Load the agents (connecting tool servers), then run a server or runner until SIGTERM."""
     from pai_grpc._agents_setup import load_agents
@@ -34,6 +65,8 @@ def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
     from storage import SchemaMismatch
 
     settings = _settings(ns)
+    if not runner_only:
+        settings.tls = _server_tls(ns, settings)
     if getattr(ns, "no_runner", False):
         settings.embedded_runner = False
     if getattr(ns, "concurrency", None):
@@ -97,14 +130,26 @@ def cmd_chat(ns: argparse.Namespace) -> int:
     """Send one message and print the streamed reply live."""
     from pai_grpc.client import chat
 
-    return asyncio.run(chat(ns.address, ns.message, thread_id=ns.thread, token=ns.token))
+    return asyncio.run(
+        chat(ns.address, ns.message, thread_id=ns.thread, token=ns.token, tls=_client_tls(ns))
+    )
 
 
 def cmd_health(ns: argparse.Namespace) -> int:
     """Exit 0 when the server reports SERVING (for container health checks)."""
     from pai_grpc.client import check_health
 
-    return 0 if asyncio.run(check_health(ns.address, ns.service, timeout=ns.timeout)) else 1
+    healthy = asyncio.run(
+        check_health(ns.address, ns.service, timeout=ns.timeout, tls=_client_tls(ns))
+    )
+    return 0 if healthy else 1
+
+
+def _client_tls_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tls-ca", help="connect with TLS, verifying the server against this PEM CA")
+    p.add_argument("--tls-cert", help="PEM client certificate (mutual TLS)")
+    p.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    p.add_argument("--tls-server-name", help="name the server certificate is checked for")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -118,6 +163,14 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--database-url", help="env PAI_DATABASE_URL, default sqlite:///./pai.db")
     serve.add_argument("--config", help="TOML config file (env PAI_CONFIG)")
     serve.add_argument("--no-runner", action="store_true", help="serve the API only")
+    serve.add_argument("--tls-cert", help="PEM certificate chain: serve TLS (overrides [tls])")
+    serve.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    serve.add_argument("--tls-client-ca", help="PEM CA that client certificates must chain to")
+    serve.add_argument(
+        "--require-client-cert",
+        action="store_true",
+        help="mutual TLS: refuse clients without a certificate from --tls-client-ca",
+    )
     serve.set_defaults(fn=cmd_serve)
 
     runner = sub.add_parser("runner", help=cmd_runner.__doc__)
@@ -136,12 +189,14 @@ def parser() -> argparse.ArgumentParser:
     chat.add_argument("--thread", help="continue this thread (default: a new one)")
     chat.add_argument("--address", default=DEFAULT_ADDRESS)
     chat.add_argument("--token", help="bearer token (when the server requires one)")
+    _client_tls_flags(chat)
     chat.set_defaults(fn=cmd_chat)
 
     health_ = sub.add_parser("health", help=cmd_health.__doc__)
     health_.add_argument("--address", default=DEFAULT_ADDRESS)
     health_.add_argument("--service", default="")
     health_.add_argument("--timeout", type=float, default=3.0)
+    _client_tls_flags(health_)
     health_.set_defaults(fn=cmd_health)
     return p
 

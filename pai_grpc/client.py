@@ -11,6 +11,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pai.v1 import parts_pb2, run_service_pb2, run_service_pb2_grpc, runs_pb2
 from pai.v1 import thread_service_pb2 as tpb
 from pai.v1 import thread_service_pb2_grpc as tgrpc
+from pai_grpc._wire import ClientTls, channel
 
 _TERMINAL = {
     runs_pb2.RUN_STATUS_COMPLETED: "completed",
@@ -25,14 +26,18 @@ async def chat(
     *,
     thread_id: str | None = None,
     token: str | None = None,
+    tls: ClientTls | None = None,
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
 ) -> int:
-    """Send ``message`` and print the reply as it streams; return a process exit code."""
+    """Send ``message`` and print the reply as it streams; return a process exit code.
+
+    ``tls`` secures the channel (plaintext without).
+    """
     metadata = (("authorization", f"Bearer {token}"),) if token else None
-    async with grpc.aio.insecure_channel(address) as channel:
-        threads = tgrpc.ThreadServiceStub(channel)
-        runs = run_service_pb2_grpc.RunServiceStub(channel)
+    async with channel(address, tls) as api:
+        threads = tgrpc.ThreadServiceStub(api)
+        runs = run_service_pb2_grpc.RunServiceStub(api)
         try:
             if not thread_id:
                 created = await threads.CreateThread(tpb.CreateThreadRequest(), metadata=metadata)
@@ -69,10 +74,12 @@ async def chat(
     return 0
 
 
-async def check_health(address: str, service: str = "", *, timeout: float = 3.0) -> bool:
-    """Whether the server at ``address`` reports SERVING for ``service``."""
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
+async def check_health(
+    address: str, service: str = "", *, timeout: float = 3.0, tls: ClientTls | None = None
+) -> bool:
+    """Whether the server at ``address`` reports SERVING for ``service`` (over ``tls``, if set)."""
+    async with channel(address, tls) as api:
+        stub = health_pb2_grpc.HealthStub(api)
         try:
             response = await stub.Check(
                 health_pb2.HealthCheckRequest(service=service), timeout=timeout

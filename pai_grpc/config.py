@@ -16,6 +16,7 @@ from pai_grpc._config_file import (
     load_config_file,
 )
 from pai_grpc._config_reference import REFERENCE_END, REFERENCE_START, config_reference
+from pai_grpc._wire import Keepalive, ServerTls
 from storage import DEFAULT_DATABASE_URL
 
 __all__ = [
@@ -51,6 +52,9 @@ class Settings:
         context_cache_bytes: Total bytes of the per-thread context cache.
         file: The validated config file (agents, tools, tool servers, hook
             host); empty without ``config_path``.
+        tls: TLS of the API port (``[tls]`` or the ``--tls-*`` flags); None
+            serves plaintext.
+        keepalive: Keepalive and connection age of the API port (``[server]``).
     """
 
     address: str = DEFAULT_ADDRESS
@@ -66,6 +70,8 @@ class Settings:
     run_event_buffer_bytes: int = 1_048_576
     context_cache_bytes: int = 67_108_864
     file: ConfigFile = field(default_factory=ConfigFile)
+    tls: ServerTls | None = None
+    keepalive: Keepalive = field(default_factory=Keepalive)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
@@ -104,6 +110,9 @@ class Settings:
         ):
             for key in table.model_fields_set:
                 setattr(self, names.get(key, key), getattr(table, key))
+        if config.tls is not None:
+            self.tls = config.tls.settings()
+        self.keepalive = config.server.keepalive()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 
 from pai.v1 import run_service_pb2_grpc, thread_service_pb2_grpc
+from pai_grpc._wire import ClientTls, channel
 from pai_grpc.config import Settings
 from pai_grpc.models import LanguageModel, OfflineModel
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
@@ -57,9 +58,14 @@ async def serve_in_process(
     model: LanguageModel | None = None,
     agents: AgentRegistry | None = None,
     embedded_runner: bool = True,
+    client_tls: ClientTls | None = None,
     **settings: Any,
 ) -> AsyncIterator[InProcessServer]:
-    """Migrate, start an app on ``127.0.0.1:0``, and yield it with client stubs."""
+    """Migrate, start an app on ``127.0.0.1:0``, and yield it with client stubs.
+
+    ``settings`` are :class:`~pai_grpc.config.Settings` fields (``tls=ServerTls(...)``
+    serves TLS); ``client_tls`` secures the stubs' channel.
+    """
     if agents is None:
         agents = AgentRegistry(
             [Agent(name=DEFAULT_AGENT, model=model or OfflineModel(chunk_delay=0))]
@@ -76,14 +82,14 @@ async def serve_in_process(
         store=store,
     )
     await app.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{app.port}")
+    api = channel(f"127.0.0.1:{app.port}", client_tls)
     try:
         yield InProcessServer(
             app=app,
-            channel=channel,
-            threads=thread_service_pb2_grpc.ThreadServiceStub(channel),
-            runs=run_service_pb2_grpc.RunServiceStub(channel),
+            channel=api,
+            threads=thread_service_pb2_grpc.ThreadServiceStub(api),
+            runs=run_service_pb2_grpc.RunServiceStub(api),
         )
     finally:
-        await channel.close()
+        await api.close()
         await app.stop(grace=1.0)

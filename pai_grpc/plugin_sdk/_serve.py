@@ -1,4 +1,15 @@
-"""Serving a plugin: a gRPC server with the plugin servicer and health checking."""
+"""Serving a plugin: a gRPC server with the plugin servicer and health checking.
+
+TLS comes from the arguments or, for a plugin process configured by its
+environment, from variables (used when the argument is not given):
+
+- ``PAI_PLUGIN_TLS_CERT``, ``PAI_PLUGIN_TLS_KEY``: the plugin's own listener
+  serves TLS; ``PAI_PLUGIN_TLS_CLIENT_CA`` also requires the runtime's client
+  certificate (mutual TLS).
+- ``PAI_HOOK_HOST_TLS_CA``, ``PAI_HOOK_HOST_TLS_CERT``, ``PAI_HOOK_HOST_TLS_KEY``,
+  ``PAI_HOOK_HOST_TLS_SERVER_NAME``: the hooks' facades call the runtime's
+  HookHostService over TLS (mutual with a cert and key).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +20,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from pai.v1 import lifecycle_plugin_service_pb2_grpc as pb_grpc
+from pai_grpc._wire import ClientTls, Keepalive, ServerTls, add_port
 from pai_grpc.lifecycle import AgentLifecycle
 from pai_grpc.plugin_sdk._servicer import PluginServicer
 
@@ -41,18 +53,42 @@ class PluginServer:
         await self.server.wait_for_termination()
 
 
+#: Environment prefixes of the plugin's listener TLS and of its channel to the hook host.
+PLUGIN_TLS_ENV = "PAI_PLUGIN_TLS_"
+HOOK_HOST_TLS_ENV = "PAI_HOOK_HOST_TLS_"
+
+
 async def serve_plugin(
-    lifecycle: AgentLifecycle, address: str = "127.0.0.1:0", *, name: str | None = None
+    lifecycle: AgentLifecycle,
+    address: str = "127.0.0.1:0",
+    *,
+    name: str | None = None,
+    tls: ServerTls | None = None,
+    host_tls: ClientTls | None = None,
 ) -> PluginServer:
-    """Host ``lifecycle`` as a LifecyclePluginService on ``address``."""
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-    servicer = PluginServicer(lifecycle, name=name)
+    """Host ``lifecycle`` as a LifecyclePluginService on ``address``.
+
+    Args:
+        lifecycle: The hooks to serve.
+        address: ``HOST:PORT`` to listen on.
+        name: The plugin's name in the runtime's diagnostics.
+        tls: TLS of the plugin's listener (default: ``PAI_PLUGIN_TLS_*``, else
+            plaintext); with a client CA, the runtime must present a certificate.
+        host_tls: TLS of the channel to the runtime's HookHostService (default:
+            ``PAI_HOOK_HOST_TLS_*``, else plaintext).
+
+    Raises:
+        TlsError: A TLS file cannot be used.
+    """
+    tls = tls if tls is not None else ServerTls.from_env(PLUGIN_TLS_ENV)
+    host_tls = host_tls if host_tls is not None else ClientTls.from_env(HOOK_HOST_TLS_ENV)
+    options = [("grpc.so_reuseport", 0), *Keepalive().server_options()]
+    server = grpc.aio.server(options=options)
+    servicer = PluginServicer(lifecycle, name=name, host_tls=host_tls)
     pb_grpc.add_LifecyclePluginServiceServicer_to_server(servicer, server)
     checker = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(checker, server)
-    port = server.add_insecure_port(address)
-    if port == 0:
-        raise OSError(f"cannot listen on {address}")
+    port = add_port(server, address, tls)
     await server.start()
     await checker.set("", health_pb2.HealthCheckResponse.SERVING)
     host = address.rsplit(":", 1)[0]

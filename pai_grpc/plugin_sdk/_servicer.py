@@ -18,7 +18,15 @@ import grpc
 from pai.v1 import hook_host_service_pb2_grpc, lifecycle_pb2
 from pai.v1 import lifecycle_plugin_service_pb2 as pb
 from pai.v1 import lifecycle_plugin_service_pb2_grpc as pb_grpc
-from pai_grpc._wire import Context, fill_unimplemented, guard, pai_error_of, status_of
+from pai_grpc._wire import (
+    ClientTls,
+    Context,
+    channel,
+    fill_unimplemented,
+    guard,
+    pai_error_of,
+    status_of,
+)
 from pai_grpc.convert import (
     after_step_result_to_proto,
     after_tool_result_result_to_proto,
@@ -131,26 +139,36 @@ class _Call:
 
 
 class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
-    """Hosts an AgentLifecycle: each RPC builds the phase input and runs the hook."""
+    """Hosts an AgentLifecycle: each RPC builds the phase input and runs the hook.
 
-    def __init__(self, lifecycle: AgentLifecycle, *, name: str | None = None) -> None:
+    ``host_tls`` secures the channel the hooks' facades call HookHostService on.
+    """
+
+    def __init__(
+        self,
+        lifecycle: AgentLifecycle,
+        *,
+        name: str | None = None,
+        host_tls: ClientTls | None = None,
+    ) -> None:
         self._hooks = compose_lifecycle(lifecycle)
+        self._host_tls = host_tls
         self._phases = lifecycle.phases()
         self._name = name or lifecycle.name or type(lifecycle).__name__
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     async def close(self) -> None:
         """Close the channels to hook hosts."""
-        for channel in self._channels.values():
-            await channel.close()
+        for open_channel in self._channels.values():
+            await open_channel.close()
         self._channels.clear()
 
     def _host(self, ctx: lifecycle_pb2.HookContext) -> _Host:
-        channel = self._channels.get(ctx.host_target)
-        if channel is None:
-            channel = grpc.aio.insecure_channel(ctx.host_target)
-            self._channels[ctx.host_target] = channel
-        stub = hook_host_service_pb2_grpc.HookHostServiceStub(channel)
+        host_channel = self._channels.get(ctx.host_target)
+        if host_channel is None:
+            host_channel = channel(ctx.host_target, self._host_tls)
+            self._channels[ctx.host_target] = host_channel
+        stub = hook_host_service_pb2_grpc.HookHostServiceStub(host_channel)
         return _Host(stub, ctx.capability_token, ctx.thread_id)
 
     def _call(self, ctx: lifecycle_pb2.HookContext) -> _Call:

@@ -30,6 +30,7 @@ from grpc_health.v1 import health_pb2_grpc
 from pai.v1 import lifecycle_pb2
 from pai.v1 import lifecycle_plugin_service_pb2 as pb
 from pai.v1 import lifecycle_plugin_service_pb2_grpc as pb_grpc
+from pai_grpc._wire import TlsError, channel
 from pai_grpc.convert import (
     HookCall,
     HookRun,
@@ -135,7 +136,10 @@ class RemoteLifecycle(AgentLifecycle):
     async def connect(self, *, timeout: float = 5.0) -> RemoteLifecycle:
         """Describe the plugin; fail (PluginConfigError) if it is unreachable or misdescribed."""
         await self.host.start()
-        self._channel = grpc.aio.insecure_channel(self.config.address)
+        try:
+            self._channel = channel(self.config.address, self.config.tls)
+        except TlsError as e:
+            raise PluginConfigError(f"lifecycle plugin at {self.config.address}: {e}") from e
         self._stub = pb_grpc.LifecyclePluginServiceStub(self._channel)
         self.backoff.health = health_pb2_grpc.HealthStub(self._channel)
         try:

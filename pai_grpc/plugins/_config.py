@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pai_grpc._wire import ClientTls
 from pai_grpc.lifecycle import PHASES
 
 FailureMode = Literal["closed", "open"]
@@ -39,6 +40,7 @@ class PluginConfig:
         backoff_max: Longest back-off.
         health_interval: How often a backed-off plugin is health-checked; a
             SERVING answer ends the back-off early.
+        tls: TLS of the channel to the plugin (plaintext without).
     """
 
     address: str
@@ -51,6 +53,7 @@ class PluginConfig:
     backoff_initial: float = 1.0
     backoff_max: float = 30.0
     health_interval: float = 1.0
+    tls: ClientTls | None = None
 
     def __post_init__(self) -> None:
         for phase in [*self.phases, *(self.only or ())]:

@@ -19,6 +19,7 @@ import grpc
 
 from pai.v1 import hook_host_service_pb2 as pb
 from pai.v1 import hook_host_service_pb2_grpc as pb_grpc
+from pai_grpc._wire import Keepalive, ServerTls, add_port
 from pai_grpc.convert import (
     lifecycle_message_to_proto,
     message_view_from_proto,
@@ -56,8 +57,12 @@ class Grant:
 class HookHost:
     """Serves HookHostService for this process and keeps the live capability tokens."""
 
-    def __init__(self, address: str = "127.0.0.1:0", *, advertise: str = "") -> None:
+    def __init__(
+        self, address: str = "127.0.0.1:0", *, advertise: str = "", tls: ServerTls | None = None
+    ) -> None:
         self._address = address
+        #: TLS of the port (plugins then dial it with TLS, mutual with a client CA).
+        self._tls = tls
         #: What plugins dial (default: the bound address); set it when they run elsewhere.
         self._advertise = advertise
         self._grants: dict[str, Grant] = {}
@@ -78,11 +83,10 @@ class HookHost:
         """Listen; return the target (idempotent)."""
         if self._server is not None:
             return self.target
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        options = [("grpc.so_reuseport", 0), *Keepalive().server_options()]
+        server = grpc.aio.server(options=options)
         pb_grpc.add_HookHostServiceServicer_to_server(HookHostServicer(self), server)
-        self.port = server.add_insecure_port(self._address)
-        if self.port == 0:
-            raise OSError(f"cannot listen on {self._address}")
+        self.port = add_port(server, self._address, self._tls)
         await server.start()
         self._server = server
         log.info("hook host on %s", self.target)

@@ -11,6 +11,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from pai.v1 import admin_service_pb2_grpc, run_service_pb2_grpc, thread_service_pb2_grpc
+from pai_grpc._wire import add_port
 from pai_grpc.config import Settings
 from pai_grpc.runtime import AgentRegistry, Runner, Runtime
 from pai_grpc.server._admin import AdminService
@@ -61,6 +62,12 @@ async def _settle(timeout: float = 2.0) -> None:
     alive = [task for task in asyncio.all_tasks() if task is not current and not task.done()]
     if alive:
         await asyncio.wait(alive, timeout=timeout)
+
+
+def _transport(settings: Settings) -> str:
+    if settings.tls is None:
+        return "plaintext"
+    return "mutual TLS" if settings.tls.require_client_cert else "TLS"
 
 
 class App:
@@ -115,6 +122,7 @@ class App:
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.so_reuseport", 0),
+                *self.settings.keepalive.server_options(),
             ]
         )
         # Guarded: an undecodable request is INVALID_ARGUMENT with ErrorInfo, never UNKNOWN.
@@ -135,9 +143,8 @@ class App:
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         enable_reflection((*SERVICE_NAMES, health.SERVICE_NAME), server)
-        self.port = server.add_insecure_port(self.settings.address)
-        if self.port == 0:
-            raise OSError(f"cannot listen on {self.settings.address}")
+        # With TLS, handlers see the peer's certificate in context.auth_context().
+        self.port = add_port(server, self.settings.address, self.settings.tls)
         await server.start()
         self.server = server
         for name in ("", *SERVICE_NAMES):
@@ -145,7 +152,12 @@ class App:
         if self.store.dialect == "postgresql":
             self.store.engines.on_availability(lambda _available: self._availability.set())
             self._monitor = asyncio.create_task(self._watch_database(), name="database health")
-        log.info("serving pai.v1 on %s (port %d)", self.settings.address, self.port)
+        log.info(
+            "serving pai.v1 on %s (port %d, %s)",
+            self.settings.address,
+            self.port,
+            _transport(self.settings),
+        )
         return self.port
 
     async def stop(self, grace: float | None = None) -> None:

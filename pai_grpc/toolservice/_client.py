@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 
 from pai.v1 import model_pb2, tool_service_pb2, tool_service_pb2_grpc
+from pai_grpc._wire import ClientTls, TlsError, channel
 from pai_grpc.convert import (
     struct_from_proto,
     suspend_kind_from_proto,
@@ -34,16 +35,23 @@ class RemoteToolError(Exception):
 class RemoteToolServer:
     """A ToolService at ``address`` whose tools join an agent's tool set."""
 
-    def __init__(self, name: str, address: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, name: str, address: str, *, timeout: float = 30.0, tls: ClientTls | None = None
+    ) -> None:
         self.name = name
         self.address = address
         self.timeout = timeout
+        #: TLS of the channel (plaintext without).
+        self.tls = tls
         self._channel: grpc.aio.Channel | None = None
         self._stub: Any = None
 
     async def connect(self) -> list[Tool]:
         """Open the channel and list the server's tools (fails loudly at start-up)."""
-        self._channel = grpc.aio.insecure_channel(self.address)
+        try:
+            self._channel = channel(self.address, self.tls)
+        except TlsError as e:
+            raise RemoteToolError(f"tool server {self.name!r} at {self.address}: {e}") from e
         self._stub = tool_service_pb2_grpc.ToolServiceStub(self._channel)
         try:
             listed = await self._stub.ListTools(tool_service_pb2.ListToolsRequest(), timeout=10)

@@ -13,6 +13,7 @@ from typing import Any
 import grpc
 
 from pai.v1 import tool_service_pb2, tool_service_pb2_grpc
+from pai_grpc._wire import Keepalive, ServerTls, add_port
 from pai_grpc.convert import (
     suspend_kind_to_proto,
     tool_entry_from_proto,
@@ -97,12 +98,22 @@ class ToolServicer(tool_service_pb2_grpc.ToolServiceServicer):
         return response
 
 
+#: Environment prefix of a tool server's TLS (``CERT``, ``KEY``, ``CLIENT_CA``).
+TOOL_SERVER_TLS_ENV = "PAI_TOOL_SERVER_TLS_"
+
+
 async def serve_tools(
-    tools: Sequence[Tool], address: str = "127.0.0.1:0"
+    tools: Sequence[Tool], address: str = "127.0.0.1:0", *, tls: ServerTls | None = None
 ) -> tuple[grpc.aio.Server, int]:
-    """Start a ToolService hosting ``tools``; return the server and its port."""
-    server = grpc.aio.server()
+    """Start a ToolService hosting ``tools``; return the server and its port.
+
+    ``tls`` secures the listener (default: ``PAI_TOOL_SERVER_TLS_CERT`` / ``KEY``
+    / ``CLIENT_CA`` from the environment, else plaintext); with a client CA the
+    runtime must present a certificate (mutual TLS).
+    """
+    tls = tls if tls is not None else ServerTls.from_env(TOOL_SERVER_TLS_ENV)
+    server = grpc.aio.server(options=Keepalive().server_options())
     tool_service_pb2_grpc.add_ToolServiceServicer_to_server(ToolServicer(tools), server)
-    port = server.add_insecure_port(address)
+    port = add_port(server, address, tls)
     await server.start()
     return server, port
