@@ -27,6 +27,7 @@
     failure_mode = "closed"                 # closed: the run fails; open: skip the hook
     phases = { transform_step_stream = { timeout_ms = 3000, failure_mode = "open" } }
                                             # a key a phase leaves unset is the plugin's
+    tls = { ca_file = "ca.pem", cert_file = "me.crt", key_file = "me.key" }  # optional mTLS
     [[agents.assistant.lifecycle]]
     kind = "python"                         # your own AgentLifecycle
     ref = "my_app.hooks:make_guard"         # an instance, a class or a factory

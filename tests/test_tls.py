@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import os
 import subprocess
@@ -18,6 +19,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from pai.v1 import thread_service_pb2 as tpb
 from pai_grpc._wire import ClientTls, Keepalive, ServerTls, TlsError, add_port, channel
+from pai_grpc.client import chat
 from pai_grpc.config import ConfigError, Settings
 from pai_grpc.testing import serve_in_process
 from tests.certs import CertificateAuthority, Issued
@@ -112,6 +114,12 @@ async def test_mutual_tls_admits_only_client_certificates_of_the_client_ca(
         wrong_ca = pki.client_tls(pki.stranger)
         assert await refused(srv.address, wrong_ca) == grpc.StatusCode.UNAVAILABLE
         assert await check(srv.address, pki.client_tls(pki.client)) == SERVING
+        # The terminal client speaks mutual TLS too.
+        out, err = io.StringIO(), io.StringIO()
+        assert await chat(srv.address, "hi", tls=pki.client_tls(pki.client), out=out, err=err) == 0
+        assert out.getvalue().strip(), err.getvalue()
+        assert await chat(srv.address, "hi", tls=pki.client_tls(), out=out, err=err) == 1
+        assert "UNAVAILABLE" in err.getvalue()
 
 
 class _Peer(health.aio.HealthServicer):

@@ -7,7 +7,8 @@ is why they live outside :mod:`pai_grpc.tools` (the conversion layer depends
 on the tools' domain types, never the other way round).
 """
 
+from pai_grpc._wire import ServerTls
 from pai_grpc.toolservice._client import RemoteToolError, RemoteToolServer
 from pai_grpc.toolservice._server import ToolServicer, serve_tools
 
-__all__ = ["RemoteToolError", "RemoteToolServer", "ToolServicer", "serve_tools"]
+__all__ = ["RemoteToolError", "RemoteToolServer", "ServerTls", "ToolServicer", "serve_tools"]
