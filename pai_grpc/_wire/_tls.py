@@ -153,7 +153,10 @@ class _Reloader:
         self._tls = tls
         self._lock = threading.Lock()
         self._checked = time.monotonic()
-        self._stamp = _stamp(tls.files())
+        try:
+            self._stamp = _stamp(tls.files())
+        except OSError:  # the caller's first read reports it
+            self._stamp = ()
         self._rejected: object = None
 
     def __call__(self) -> grpc.ServerCertificateConfiguration | None:
@@ -167,7 +170,10 @@ class _Reloader:
             except OSError as e:
                 self._reject(("unreadable", e.filename), f"{e.filename}: {e.strerror}")
                 return None
-            if stamp == self._stamp or stamp == self._rejected:
+            if stamp == self._rejected:
+                return None
+            if stamp == self._stamp:
+                self._rejected = None  # back as they were: a new problem warns again
                 return None
             try:
                 configuration = self._tls.configuration()
@@ -188,9 +194,11 @@ class _Reloader:
 
 def server_credentials(tls: ServerTls) -> grpc.ServerCredentials:
     """Credentials that reload ``tls``'s files on change (:class:`TlsError` if unusable now)."""
+    # Stamp before reading, so a change made during the read is picked up later.
+    reloader = _Reloader(tls)
     initial = tls.configuration()
     return grpc.dynamic_ssl_server_credentials(
-        initial, _Reloader(tls), require_client_authentication=tls.require_client_cert
+        initial, reloader, require_client_authentication=tls.require_client_cert
     )
 
 

@@ -101,6 +101,8 @@ class App:
     async def start(self) -> int:
         """Check the schema, start the runner and the server; return the bound port."""
         await check_schema(self.store)
+        if self.settings.tls is not None:
+            self.settings.tls.configuration()  # unusable TLS files fail before anything starts
         # Register every contract file so clients can fetch any contract descriptor.
         from pai.v1 import (  # noqa: F401
             admin_service_pb2,
