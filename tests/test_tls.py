@@ -284,33 +284,38 @@ async def test_connections_older_than_max_connection_age_are_retired_and_replace
 @pytest.mark.slow
 def test_health_over_tls_against_a_tls_serve_process(pki: Pki, tmp_path: Path) -> None:
     procs = Processes(tmp_path, f"sqlite:///{tmp_path / 'pai.db'}")
+    # The file names one certificate; the flags, which win, one of another CA.
+    with procs.config.open("a") as config:
+        config.write(f'\n[tls]\ncert_file = "{pki.server.cert_file}"\n')
+        config.write(f'key_file = "{pki.server.key_file}"\n')
+    flags_ca = CertificateAuthority("flags CA")
+    flagged = flags_ca.issue_server(tmp_path / "flagged")
     procs.migrate()
     serve = procs.start(
         "serve",
         "--address",
         procs.address,
         "--tls-cert",
-        str(pki.server.cert_file),
+        str(flagged.cert_file),
         "--tls-key",
-        str(pki.server.key_file),
+        str(flagged.key_file),
         name="serve",
     )
     health_cmd = [*EXE, "health", "--address", procs.address]
+
+    def health(*flags: str) -> int:
+        done = subprocess.run([*health_cmd, *flags], env=procs.env, capture_output=True, timeout=30)
+        return done.returncode
+
     try:
         for _ in range(600):  # until it listens (or exits)
             if "serving pai.v1" in procs.log("serve") or serve.poll() is not None:
                 break
             time.sleep(0.1)
         assert "TLS)" in procs.log("serve"), procs.log("serve")
-        done = subprocess.run(
-            [*health_cmd, "--tls-ca", str(pki.ca_file)],
-            env=procs.env,
-            capture_output=True,
-            timeout=30,
-        )
-        assert done.returncode == 0, done.stderr
-        plaintext = subprocess.run(health_cmd, env=procs.env, capture_output=True, timeout=30)
-        assert plaintext.returncode == 1
+        assert health("--tls-ca", str(flags_ca.write(tmp_path / "flags-ca.pem"))) == 0
+        assert health("--tls-ca", str(pki.ca_file)) == 1  # the file's certificate is not served
+        assert health() == 1  # plaintext
     finally:
         procs.stop_all()
 
