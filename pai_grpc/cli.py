@@ -1,4 +1,4 @@
-"""The ``pai-grpc`` command: serve, migrate, chat, health."""
+"""The ``pai-grpc`` command: serve, runner, migrate, chat, health, hash-token."""
 
 from __future__ import annotations
 
@@ -107,6 +107,18 @@ def cmd_health(ns: argparse.Namespace) -> int:
     return 0 if asyncio.run(check_health(ns.address, ns.service, timeout=ns.timeout)) else 1
 
 
+def cmd_hash_token(ns: argparse.Namespace) -> int:
+    """Print `sha256:<hex>` of a token (read from stdin), for [auth] tokens and admin_tokens."""
+    from pai_grpc._config_auth import hash_token
+
+    token = sys.stdin.readline().rstrip("\r\n")
+    if not token:
+        print("hash-token: no token on stdin", file=sys.stderr)
+        return 2
+    print(hash_token(token))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     p = argparse.ArgumentParser(prog="pai-grpc", description=__doc__)
@@ -143,6 +155,10 @@ def parser() -> argparse.ArgumentParser:
     health_.add_argument("--service", default="")
     health_.add_argument("--timeout", type=float, default=3.0)
     health_.set_defaults(fn=cmd_health)
+
+    # The token comes on stdin, not as an argument, so it stays out of shell history and `ps`.
+    hash_ = sub.add_parser("hash-token", help=cmd_hash_token.__doc__)
+    hash_.set_defaults(fn=cmd_hash_token)
     return p
 
 

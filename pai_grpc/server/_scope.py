@@ -1,21 +1,42 @@
-"""Scope resolution: the caller's credential -> the scope every read and write uses."""
+"""Scope resolution: the caller's identity -> the scope every read and write uses.
+
+Identity sources are tried in a fixed order: a forwarded identity (only from
+a trusted peer), then the mTLS client certificate, then the bearer token
+(a static token, or a JWT when ``[auth.jwt]`` is configured). The first
+source that recognises the caller decides; when none does, the failure of
+the first source that saw a credential is the answer (each names its check
+in ErrorInfo.reason), or MISSING_CREDENTIAL when the caller presented none.
+"""
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Mapping
 from typing import Any
 
-from pai_grpc.errors import PermissionDenied, Unauthenticated
+from pai_grpc._config_auth import ForwardedTable, JwtTable, MtlsTable
+from pai_grpc.config import Settings
+from pai_grpc.errors import PaiError, PermissionDenied, Unauthenticated
+from pai_grpc.server._auth import (
+    ForwardedAuthenticator,
+    Identity,
+    JwtAuthenticator,
+    MtlsAuthenticator,
+    StaticTokens,
+    is_local_peer,
+    looks_like_jwt,
+    metadata_value,
+)
 
 DEV_SCOPE = "default"
+DEV_IDENTITY = Identity(DEV_SCOPE, DEV_SCOPE, "dev", "dev mode")
 
 
 class ScopeResolver:
-    """Maps ``authorization: Bearer <token>`` to a scope.
+    """Maps each call's credentials to an :class:`Identity` and its scope.
 
-    With no tokens configured the service is in local dev mode: every caller
-    gets the single default scope. Admin tokens authorise AdminService.
+    With no identity source configured the service is in local dev mode:
+    every caller gets the single default scope, and AdminService answers
+    only callers on this host (loopback).
     """
 
     def __init__(
@@ -23,58 +44,93 @@ class ScopeResolver:
         tokens: Mapping[str, str] | None = None,
         *,
         admin_tokens: Mapping[str, str] | None = None,
+        jwt: JwtTable | None = None,
+        mtls: MtlsTable | None = None,
+        forwarded: ForwardedTable | None = None,
     ) -> None:
-        self._tokens = dict(tokens or {})
-        self._admin = dict(admin_tokens or {})
+        self._static = StaticTokens(tokens or {}, admin_tokens or {})
+        # Key files are read now, so a missing or broken one stops start-up (ConfigError).
+        self._jwt = JwtAuthenticator(jwt) if jwt is not None else None
+        self._mtls = MtlsAuthenticator(mtls) if mtls is not None else None
+        self._forwarded = ForwardedAuthenticator(forwarded) if forwarded is not None else None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ScopeResolver:
+        """The resolver of ``[auth]`` (the file's tokens merged with ``settings.tokens``)."""
+        auth = settings.file.auth
+        return cls(
+            {**auth.tokens, **settings.tokens},
+            admin_tokens={**auth.admin_tokens, **settings.admin_tokens},
+            jwt=auth.jwt,
+            mtls=auth.mtls,
+            forwarded=auth.forwarded,
+        )
 
     @property
     def dev_mode(self) -> bool:
-        """Whether every caller shares the default scope."""
-        return not self._tokens and not self._admin
+        """Whether no identity source is configured (every caller shares the default scope)."""
+        return not (self._static or self._jwt or self._mtls or self._forwarded)
 
     @staticmethod
     def _bearer(context: Any) -> str | None:
-        for key, value in context.invocation_metadata() or ():
-            if key == "authorization" and isinstance(value, str):
-                scheme, _, token = value.partition(" ")
-                if scheme.lower() == "bearer" and token:
-                    return token.strip()
-                raise Unauthenticated(
-                    "authorization must be `Bearer <token>`", reason="BAD_CREDENTIAL"
-                )
-        return None
+        value = metadata_value(context, "authorization")
+        if value is None:
+            return None
+        scheme, _, token = value.partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return token.strip()
+        raise Unauthenticated("authorization must be `Bearer <token>`", reason="BAD_CREDENTIAL")
 
-    @staticmethod
-    def _lookup(table: Mapping[str, str], token: str) -> str | None:
-        # Compare every entry in constant time so timing reveals nothing about tokens.
-        found = None
-        for known, scope in table.items():
-            if hmac.compare_digest(known.encode(), token.encode()):
-                found = scope
-        return found
+    def _from_bearer(self, context: Any) -> Identity | None:
+        token = self._bearer(context)
+        if token is None:
+            return None
+        identity = self._static.lookup(token)
+        if identity is not None:
+            return identity
+        if self._jwt is not None and looks_like_jwt(token):
+            return self._jwt.identify(token)
+        raise Unauthenticated("unknown token", reason="UNKNOWN_TOKEN")
+
+    def identify(self, context: Any) -> Identity:
+        """The caller's identity (UNAUTHENTICATED, naming the failed check, without one)."""
+        if self.dev_mode:
+            return DEV_IDENTITY
+        failure: PaiError | None = None
+        for source in (
+            self._forwarded.identify if self._forwarded else None,
+            self._mtls.identify if self._mtls else None,
+            self._from_bearer,
+        ):
+            if source is None:
+                continue
+            try:
+                identity = source(context)
+            except PaiError as e:
+                failure = failure or e
+                continue
+            if identity is not None:
+                return identity
+        if failure is not None:
+            raise failure
+        raise Unauthenticated("a credential is required", reason="MISSING_CREDENTIAL")
 
     def resolve(self, context: Any) -> str:
         """The caller's scope (raises UNAUTHENTICATED without a valid credential)."""
-        if self.dev_mode:
-            return DEV_SCOPE
-        token = self._bearer(context)
-        if token is None:
-            raise Unauthenticated("a bearer token is required", reason="MISSING_CREDENTIAL")
-        scope = self._lookup(self._tokens, token) or self._lookup(self._admin, token)
-        if scope is None:
-            raise Unauthenticated("unknown token", reason="BAD_CREDENTIAL")
-        return scope
+        return self.identify(context).scope
 
     def resolve_admin(self, context: Any) -> str:
         """The scope of an admin caller (PERMISSION_DENIED for ordinary credentials)."""
         if self.dev_mode:
+            # Nobody is authenticated, so only this host may use the trusted operations.
+            if not is_local_peer(context):
+                raise PermissionDenied(
+                    "in local dev mode AdminService answers only loopback callers; "
+                    "configure [auth] identities to use it from elsewhere",
+                    reason="ADMIN_REQUIRES_LOOPBACK_IN_DEV_MODE",
+                )
             return DEV_SCOPE
-        token = self._bearer(context)
-        if token is None:
-            raise Unauthenticated("a bearer token is required", reason="MISSING_CREDENTIAL")
-        scope = self._lookup(self._admin, token)
-        if scope is None:
-            if self._lookup(self._tokens, token) is not None:
-                raise PermissionDenied("an admin credential is required", reason="NOT_ADMIN")
-            raise Unauthenticated("unknown token", reason="BAD_CREDENTIAL")
-        return scope
+        identity = self.identify(context)
+        if identity.admin_scope is None:
+            raise PermissionDenied("an admin credential is required", reason="NOT_ADMIN")
+        return identity.admin_scope
