@@ -70,10 +70,16 @@ def _check_hashed_keys(table: dict[str, str]) -> dict[str, str]:
 
 
 class JwtTable(_AuthTable):
-    """JWT bearer tokens, verified with keys from a local file."""
+    """JWT bearer tokens, verified with keys from a local file (re-read when it changes).
+
+    Exactly one of ``jwks_file``, ``public_key_file``, ``secret_file``; a
+    relative path is taken from the working directory.
+    """
 
     jwks_file: str | None = Field(
-        None, description='A JWKS file (`{"keys": [...]}`) with the issuer\'s public keys.'
+        None,
+        description='A JWKS file (`{"keys": [...]}`) with the issuer\'s public keys (a relative '
+        "path is from the working directory).",
     )
     public_key_file: str | None = Field(None, description="A PEM public key (RSA, EC or Ed25519).")
     secret_file: str | None = Field(
@@ -84,8 +90,9 @@ class JwtTable(_AuthTable):
     algorithms: list[JwtAlgorithm] = Field(
         default_factory=lambda: list(DEFAULT_JWT_ALGORITHMS),
         min_length=1,
-        description='Accepted `alg` values ("none" never is). HS* only with `secret_file`, the '
-        "others only with a public key; a key also only verifies its own algorithm family.",
+        description="Accepted `alg` values: RS256/384/512, PS256/384/512, ES256/384/512, EdDSA, "
+        'HS256/384/512 ("none" never is). HS* only with `secret_file`, the others only with a '
+        "public key; a key also only verifies its own algorithm family.",
     )
     issuer: str | None = Field(None, description="Required `iss` (unset: not checked).")
     audience: list[str] = Field(
@@ -106,7 +113,8 @@ class JwtTable(_AuthTable):
     admin_value: str = Field(
         "pai-admin",
         min_length=1,
-        description="Admin when `admin_claim` equals it or is an array containing it.",
+        description="Admin when `admin_claim` equals it, is an array containing it, or a "
+        "space-separated string containing it.",
     )
 
     @field_validator("audience", mode="before")
@@ -162,7 +170,7 @@ class ForwardedTable(_AuthTable):
     header: str = Field(
         "x-forwarded-client-cert",
         min_length=1,
-        description="The header (lowercase) the sidecar sets.",
+        description="The header the sidecar sets (case-insensitive).",
     )
     format: Literal["xfcc", "jwt_payload"] = Field(
         "xfcc",
