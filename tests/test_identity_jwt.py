@@ -143,6 +143,19 @@ def _rejected_tokens() -> list[tuple[str, str, grpc.StatusCode, str]]:
             "TOKEN_NOT_YET_VALID",
         ),
         (
+            "issued-in-the-future",
+            sign(RSA_KEY, "rsa-1", iat=now + 600),
+            grpc.StatusCode.UNAUTHENTICATED,
+            "TOKEN_NOT_YET_VALID",
+        ),
+        (
+            # Several keys in the JWKS: a token must say which one.
+            "no-kid",
+            sign(RSA_KEY, None),
+            grpc.StatusCode.UNAUTHENTICATED,
+            "UNKNOWN_KEY",
+        ),
+        (
             "wrong-audience",
             sign(RSA_KEY, "rsa-1", aud="elsewhere"),
             grpc.StatusCode.UNAUTHENTICATED,

@@ -49,6 +49,8 @@ def parse_jwks(data: bytes) -> Keys:
     for entry in entries:
         if not isinstance(entry, dict) or entry.get("kty") == "oct":
             continue
+        if entry.get("kid") in keys:
+            log.warning("JWKS key %r appears twice; the last one is used", entry.get("kid"))
         try:
             jwk = jwt.PyJWK(entry)
         except jwt.PyJWKError as e:
@@ -113,6 +115,7 @@ class JwtAuthenticator:
     def __init__(self, table: JwtTable) -> None:
         self._table = table
         self._algorithms = frozenset(table.algorithms)
+        self._single = not table.jwks_file
         if table.jwks_file:
             self._keys = KeyFile(table.jwks_file, parse_jwks, what="[auth.jwt] jwks_file")
         elif table.public_key_file:
@@ -130,14 +133,17 @@ class JwtAuthenticator:
 
     def _key(self, header: dict[str, Any]) -> VerificationKey:
         keys = self._keys.current()
-        kid = header.get("kid")
-        if None in keys:  # a PEM key or a secret: the one key, whatever the kid
+        if self._single:  # a PEM key or a secret: the one key, whatever the kid
             return keys[None]
-        if kid is None and len(keys) == 1:
-            return next(iter(keys.values()))
-        if not isinstance(kid, str) or kid not in keys:
-            raise _fail("no key verifies this token's kid", "UNKNOWN_KEY")
-        return keys[kid]
+        kid = header.get("kid")
+        if kid is None:
+            if None in keys:
+                return keys[None]
+            if len(keys) == 1:
+                return next(iter(keys.values()))
+        elif isinstance(kid, str) and kid in keys:
+            return keys[kid]
+        raise _fail("no key verifies this token's kid", "UNKNOWN_KEY")
 
     def identify(self, token: str) -> Identity:
         """The identity a valid token grants; UNAUTHENTICATED naming the failed check otherwise."""
@@ -165,7 +171,7 @@ class JwtAuthenticator:
             )
         except jwt.ExpiredSignatureError:
             raise _fail("the token has expired", "TOKEN_EXPIRED") from None
-        except (jwt.ImmatureSignatureError, jwt.InvalidIssuedAtError):
+        except jwt.ImmatureSignatureError:
             raise _fail("the token is not valid yet", "TOKEN_NOT_YET_VALID") from None
         except jwt.InvalidAudienceError:
             raise _fail("the token is for another audience", "WRONG_AUDIENCE") from None

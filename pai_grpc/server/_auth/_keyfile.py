@@ -45,7 +45,11 @@ class KeyFile(Generic[K]):
         return (st.st_mtime_ns, st.st_size, st.st_ino)
 
     def current(self) -> K:
-        """The keys in service (re-reading the file first if it changed)."""
+        """The keys in service (re-reading the file first if it changed).
+
+        Called on the event loop: a stat a second is cheaper than a thread
+        hop, and key files are small enough to read in place when they change.
+        """
         now = time.monotonic()
         if now - self._checked >= CHECK_INTERVAL_SECONDS:
             self._checked = now

@@ -45,5 +45,4 @@ class StaticTokens:
                     scope = entry_scope
         if scope is None and admin_scope is None:
             return None
-        subject = "token " + presented.hex()[:12]
-        return Identity(scope or admin_scope or "", admin_scope, "token", subject)
+        return Identity(scope or admin_scope or "", admin_scope, "token", "static token")
