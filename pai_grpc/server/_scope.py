@@ -17,14 +17,14 @@ from pai_grpc._config_auth import ForwardedTable, JwtTable, MtlsTable
 from pai_grpc.config import Settings
 from pai_grpc.errors import PaiError, PermissionDenied, Unauthenticated
 from pai_grpc.server._auth import (
+    BearerAuthenticator,
     ForwardedAuthenticator,
     Identity,
+    IdentitySource,
     JwtAuthenticator,
     MtlsAuthenticator,
     StaticTokens,
     is_local_peer,
-    looks_like_jwt,
-    metadata_value,
 )
 
 DEV_SCOPE = "default"
@@ -48,11 +48,19 @@ class ScopeResolver:
         mtls: MtlsTable | None = None,
         forwarded: ForwardedTable | None = None,
     ) -> None:
-        self._static = StaticTokens(tokens or {}, admin_tokens or {})
         # Key files are read now, so a missing or broken one stops start-up (ConfigError).
-        self._jwt = JwtAuthenticator(jwt) if jwt is not None else None
-        self._mtls = MtlsAuthenticator(mtls) if mtls is not None else None
-        self._forwarded = ForwardedAuthenticator(forwarded) if forwarded is not None else None
+        bearer = BearerAuthenticator(
+            StaticTokens(tokens or {}, admin_tokens or {}),
+            JwtAuthenticator(jwt) if jwt is not None else None,
+        )
+        # The order of precedence: forwarded identity > mTLS > bearer token.
+        self._sources: list[IdentitySource] = []
+        if forwarded is not None:
+            self._sources.append(ForwardedAuthenticator(forwarded))
+        if mtls is not None:
+            self._sources.append(MtlsAuthenticator(mtls))
+        if bearer:
+            self._sources.append(bearer)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ScopeResolver:
@@ -69,44 +77,19 @@ class ScopeResolver:
     @property
     def dev_mode(self) -> bool:
         """Whether no identity source is configured (every caller shares the default scope)."""
-        return not (self._static or self._jwt or self._mtls or self._forwarded)
-
-    @staticmethod
-    def _bearer(context: Any) -> str | None:
-        value = metadata_value(context, "authorization")
-        if value is None:
-            return None
-        scheme, _, token = value.partition(" ")
-        if scheme.lower() == "bearer" and token.strip():
-            return token.strip()
-        raise Unauthenticated("authorization must be `Bearer <token>`", reason="BAD_CREDENTIAL")
-
-    def _from_bearer(self, context: Any) -> Identity | None:
-        token = self._bearer(context)
-        if token is None:
-            return None
-        identity = self._static.lookup(token)
-        if identity is not None:
-            return identity
-        if self._jwt is not None and looks_like_jwt(token):
-            return self._jwt.identify(token)
-        raise Unauthenticated("unknown token", reason="UNKNOWN_TOKEN")
+        return not self._sources
 
     def identify(self, context: Any) -> Identity:
         """The caller's identity (UNAUTHENTICATED, naming the failed check, without one)."""
         if self.dev_mode:
             return DEV_IDENTITY
         failure: PaiError | None = None
-        for source in (
-            self._forwarded.identify if self._forwarded else None,
-            self._mtls.identify if self._mtls else None,
-            self._from_bearer,
-        ):
-            if source is None:
-                continue
+        for source in self._sources:
             try:
-                identity = source(context)
+                identity = source.identify(context)
             except PaiError as e:
+                # A lower source may still recognise the caller (an unmapped
+                # certificate with a valid token); if none does, this answers.
                 failure = failure or e
                 continue
             if identity is not None:

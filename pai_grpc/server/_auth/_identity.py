@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -32,6 +32,19 @@ class Identity:
     def admin(self) -> bool:
         """Whether the caller may use AdminService."""
         return self.admin_scope is not None
+
+
+class IdentitySource(Protocol):
+    """One source of identities (a bearer token, a client certificate, a forwarded header)."""
+
+    def identify(self, context: Any) -> Identity | None:
+        """The caller's identity; None when the call carries no credential of this source.
+
+        Raises:
+            Unauthenticated: The call carries such a credential, and it is not
+                valid (the reason names the failed check).
+        """
+        ...
 
 
 def metadata_value(context: Any, key: str) -> str | None:
