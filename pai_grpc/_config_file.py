@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal, TypeAlias, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
+from pai_grpc._config_auth import AuthTable
 from pai_grpc._config_tls import ClientTlsTable, ServerTable, ServerTlsTable
 
 
@@ -55,20 +56,6 @@ class _Table(BaseModel):
     """One TOML table: closed (unknown keys are errors) and strictly typed."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class AuthTable(_Table):
-    """Bearer tokens and the scopes they grant."""
-
-    tokens: dict[str, Annotated[str, Field(min_length=1)]] = Field(
-        default_factory=dict,
-        description="`authorization: Bearer <token>` -> scope name. Without any, the service "
-        "is in local dev mode: every caller shares one default scope.",
-    )
-    admin_tokens: dict[str, Annotated[str, Field(min_length=1)]] = Field(
-        default_factory=dict,
-        description="Bearer token -> scope name, for AdminService.",
-    )
 
 
 class RunnerTable(_Table):
@@ -364,7 +351,9 @@ class ConfigFile(_Table):
         None,
         description="The agent of threads that name none (default: the first agent in the file).",
     )
-    auth: AuthTable = Field(default_factory=AuthTable, description="Tokens and scopes.")
+    auth: AuthTable = Field(
+        default_factory=AuthTable, description="Identities and the scopes they get."
+    )
     runner: RunnerTable = Field(default_factory=RunnerTable, description="Run execution.")
     offline: OfflineTable = Field(
         default_factory=OfflineTable, description="The offline stand-in model."

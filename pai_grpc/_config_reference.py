@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from pai_grpc._config_auth import JwtAlgorithm
 from pai_grpc._config_file import ConfigFile, PhaseName, _key, _kind_tags, _models_of, _unwrap
 
 REFERENCE_START = "<!-- config-reference:start -->"
@@ -93,6 +94,8 @@ def _type_text(annotation: Any) -> str:
     if origin is Literal:
         if inner == PhaseName:
             return "phase name"
+        if inner == JwtAlgorithm:
+            return "JWT algorithm name"
         return " \\| ".join(f'`"{a}"`' for a in typing.get_args(inner))
     if origin is list:
         item = typing.get_args(inner)[0]

@@ -1,4 +1,4 @@
-"""The ``pai-grpc`` command: serve, migrate, chat, health."""
+"""The ``pai-grpc`` command: serve, runner, migrate, chat, health, hash-token."""
 
 from __future__ import annotations
 
@@ -152,6 +152,18 @@ def _client_tls_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tls-server-name", help="name the server certificate is checked for")
 
 
+def cmd_hash_token(ns: argparse.Namespace) -> int:
+    """Print `sha256:<hex>` of a token (read from stdin), for [auth] tokens and admin_tokens."""
+    from pai_grpc._config_auth import hash_token
+
+    token = sys.stdin.readline().rstrip("\r\n")
+    if not token:
+        print("hash-token: no token on stdin", file=sys.stderr)
+        return 2
+    print(hash_token(token))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     p = argparse.ArgumentParser(prog="pai-grpc", description=__doc__)
@@ -198,6 +210,10 @@ def parser() -> argparse.ArgumentParser:
     health_.add_argument("--timeout", type=float, default=3.0)
     _client_tls_flags(health_)
     health_.set_defaults(fn=cmd_health)
+
+    # The token comes on stdin, not as an argument, so it stays out of shell history and `ps`.
+    hash_ = sub.add_parser("hash-token", help=cmd_hash_token.__doc__)
+    hash_.set_defaults(fn=cmd_hash_token)
     return p
 
 

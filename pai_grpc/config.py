@@ -45,8 +45,9 @@ class Settings:
         lease_seconds: Run lease length; heartbeats come every third of it.
         grace_seconds: How long SIGTERM waits for in-flight work.
         offline_chunk_delay: Pause between words of the offline stand-in model.
-        tokens: Bearer token -> scope (empty: local dev mode, one default scope).
-        admin_tokens: Bearer token -> scope for AdminService.
+        tokens: Bearer token (or ``sha256:<hex>``) -> scope, added to the
+            file's ``[auth] tokens``.
+        admin_tokens: Bearer token (or ``sha256:<hex>``) -> scope for AdminService.
         run_event_buffer_bytes: Bytes of live events kept in memory per
             executing run for StreamRun.
         context_cache_bytes: Total bytes of the per-thread context cache.
@@ -72,6 +73,16 @@ class Settings:
     file: ConfigFile = field(default_factory=ConfigFile)
     tls: ServerTls | None = None
     keepalive: Keepalive = field(default_factory=Keepalive)
+
+    @property
+    def dev_mode(self) -> bool:
+        """Whether no identity source is configured (local dev mode).
+
+        Then every caller shares the default scope and AdminService answers
+        loopback callers only; ``[auth]`` tokens, ``[auth.jwt]``,
+        ``[auth.mtls]`` or ``[auth.forwarded]`` turn it off.
+        """
+        return not (self.tokens or self.admin_tokens or self.file.auth.identity_sources)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:

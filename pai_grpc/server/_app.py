@@ -89,7 +89,7 @@ class App:
             run_event_buffer_bytes=settings.run_event_buffer_bytes,
             context_cache_bytes=settings.context_cache_bytes,
         )
-        self.scopes = ScopeResolver(settings.tokens, admin_tokens=settings.admin_tokens)
+        self.scopes = ScopeResolver.from_settings(settings)
         self.runner: Runner | None = None
         self.health = health.aio.HealthServicer()
         self.server: grpc.aio.Server | None = None
