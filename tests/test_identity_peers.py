@@ -16,16 +16,14 @@ from typing import Any
 import grpc
 import pytest
 
-from pai.v1 import admin_service_pb2_grpc, thread_service_pb2_grpc
 from pai.v1 import thread_service_pb2 as tpb
+from pai.v1 import thread_service_pb2_grpc
 from pai_grpc._config_file import ConfigFile
+from pai_grpc._wire import ServerTls
 from pai_grpc.config import Settings
 from pai_grpc.models import OfflineModel
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.server import App
-from pai_grpc.server._admin import AdminService
-from pai_grpc.server._decode import add_guarded
-from pai_grpc.server._threads import ThreadService
 from pai_grpc.testing import InProcessServer, migrated_store, serve_in_process
 from tests._certs_identity import Issued, TestCA
 from tests._identity_support import (
@@ -111,40 +109,31 @@ def ca() -> TestCA:
 
 
 @asynccontextmanager
-async def mtls_server(database_url: str, config: ConfigFile, ca: TestCA) -> AsyncIterator[int]:
-    """ThreadService and AdminService of an App behind a TLS port that requires client certs.
-
-    The project's servicers and ScopeResolver answer; only the listening port
-    is made here, with the server credentials mTLS needs.
-    """
+async def mtls_server(
+    database_url: str, config: ConfigFile, ca: TestCA, tmp_path: Path
+) -> AsyncIterator[int]:
+    """An App whose API port is configured for mutual TLS (``Settings.tls``, as ``[tls]`` sets)."""
     store = await migrated_store(database_url)
+    leaf = ca.issue("pai server", dns=("localhost",), ips=("127.0.0.1",), server=True)
+    files = {"cert": leaf.cert, "key": leaf.key, "ca": ca.cert}
+    for name, pem in files.items():
+        (tmp_path / f"server-{name}.pem").write_bytes(pem)
+    tls = ServerTls(
+        cert_file=str(tmp_path / "server-cert.pem"),
+        key_file=str(tmp_path / "server-key.pem"),
+        client_ca_file=str(tmp_path / "server-ca.pem"),
+        require_client_cert=True,
+    )
     app = App(
-        Settings(address="127.0.0.1:0", database_url=database_url, file=config),
+        Settings(address="127.0.0.1:0", database_url=database_url, file=config, tls=tls),
         agents(),
         store=store,
     )
-    leaf = ca.issue("pai server", dns=("localhost",), ips=("127.0.0.1",), server=True)
-    server = grpc.aio.server()
-    add_guarded(
-        thread_service_pb2_grpc.add_ThreadServiceServicer_to_server,
-        ThreadService(app.runtime, app.scopes),
-        server,
-    )
-    add_guarded(
-        admin_service_pb2_grpc.add_AdminServiceServicer_to_server,
-        AdminService(app.runtime, app.scopes),
-        server,
-    )
-    credentials = grpc.ssl_server_credentials(
-        [(leaf.key, leaf.cert)], root_certificates=ca.cert, require_client_auth=True
-    )
-    port = server.add_secure_port("127.0.0.1:0", credentials)
-    await server.start()
+    port = await app.start()
     try:
         yield port
     finally:
-        await server.stop(None)
-        await store.close()
+        await app.stop(grace=1.0)
 
 
 @asynccontextmanager
@@ -178,7 +167,7 @@ async def test_mtls_spiffe_identity_maps_to_scope(
     b = ca.issue("app-b", uris=(APP_B,), dns=("b.example.org",))
     unknown = ca.issue("app-u", uris=(APP_U,))
     none: Metadata = ()
-    async with mtls_server(database_url, config, ca) as port:
+    async with mtls_server(database_url, config, ca, tmp_path) as port:
         async with client(port, ca, a) as as_a, client(port, ca, b) as as_b:
             thread_id = await create_thread(as_a, none)
             assert await listed(as_a, none) == [thread_id]
@@ -206,7 +195,7 @@ async def test_mtls_common_name_identity(sqlite_url: str, tmp_path: Path, ca: Te
         tmp_path / "pai.toml",
         '[auth.mtls]\nidentity = "common_name"\nscopes = { "app-a" = "scope-a" }\n',
     )
-    async with mtls_server(sqlite_url, config, ca) as port:
+    async with mtls_server(sqlite_url, config, ca, tmp_path) as port:
         async with client(port, ca, ca.issue("app-a")) as as_a:
             thread_id = await create_thread(as_a, ())
             assert await listed(as_a, ()) == [thread_id]
