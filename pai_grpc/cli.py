@@ -24,12 +24,14 @@ def _settings(ns: argparse.Namespace) -> Settings:
         address=getattr(ns, "address", None),
         database_url=getattr(ns, "database_url", None),
         config_path=getattr(ns, "config", None),
+        insecure_dev=True if getattr(ns, "insecure_dev", False) else None,
     )
 
 
 def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
     """Load the agents (connecting tool servers), then run a server or runner until SIGTERM."""
     from pai_grpc._agents_setup import load_agents
+    from pai_grpc._exposure import check_exposure
     from pai_grpc.server import App, RunnerProcess
     from storage import SchemaMismatch
 
@@ -38,6 +40,9 @@ def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
         settings.embedded_runner = False
     if getattr(ns, "concurrency", None):
         settings.runner_concurrency = ns.concurrency
+    if not runner_only:
+        # Before connecting tool servers: a refused address fails at once (exit 2).
+        check_exposure(settings, warn=False)
 
     async def main() -> None:
         agents, servers = await load_agents(settings)
@@ -118,6 +123,12 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--database-url", help="env PAI_DATABASE_URL, default sqlite:///./pai.db")
     serve.add_argument("--config", help="TOML config file (env PAI_CONFIG)")
     serve.add_argument("--no-runner", action="store_true", help="serve the API only")
+    serve.add_argument(
+        "--insecure-dev",
+        action="store_true",
+        help="serve a non-loopback address with no auth configured (env PAI_INSECURE_DEV=1); "
+        "anyone who can reach it gets full access",
+    )
     serve.set_defaults(fn=cmd_serve)
 
     runner = sub.add_parser("runner", help=cmd_runner.__doc__)

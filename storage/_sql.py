@@ -10,12 +10,14 @@ fencing.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Connection,
     Integer,
@@ -65,9 +67,12 @@ from storage._rows import (
     view_conditions,
 )
 from storage._schema import idempotency_keys, messages, pending_actions, run_events, runs, threads
-from storage.errors import LeaseLost, NotFound, StateConflict, VersionConflict
+from storage.errors import ActiveRunLimit, LeaseLost, NotFound, StateConflict, VersionConflict
 
 ACTIVE_RUN_STATUSES = ("queued", "running")
+#: The statuses the per-scope active-run quota counts (a waiting run holds its
+#: thread, and its pending actions, as much as a running one).
+QUOTA_RUN_STATUSES = ("queued", "running", "waiting")
 _RUN_FIELDS = (
     "status",
     "outcome",
@@ -393,6 +398,8 @@ class Sql:
         if ws.new_thread is not None:
             result = self._create_thread(conn, ws, now)
         else:
+            if ws.insert_runs and ws.max_active_runs > 0:
+                self._check_active_runs(conn, ws)
             for patch in ws.update_runs:
                 self._update_run(conn, ws.scope, patch, now)
             thread: ThreadRecord | None = None
@@ -428,6 +435,42 @@ class Sql:
             self._insert_events(conn, extra, now)
         self.notify(conn, ws.notify)
         return result
+
+    def _check_active_runs(self, conn: Connection, ws: WriteSet) -> None:
+        """Refuse new runs that would take the scope past ``ws.max_active_runs``.
+
+        The count runs in the transaction that inserts the runs, so the quota
+        holds across processes. SQLite's ``BEGIN IMMEDIATE`` already serialises
+        every write. On PostgreSQL, READ COMMITTED would let concurrent
+        transactions of one scope each count the same total and all insert, so
+        a transaction-scoped advisory lock keyed by the scope serialises the
+        run-creating commits of that scope (only those, only while a quota is
+        set; other scopes and runner commits never wait on it). It is taken
+        before any row lock, so it cannot join a lock cycle. The cost is that
+        one scope's Sends commit one at a time: a commit is one short
+        transaction, well above any per-scope Send rate worth allowing.
+        """
+        if self.postgres:
+            conn.execute(
+                self._stmt(
+                    "scope_quota_lock",
+                    lambda: select(
+                        func.pg_advisory_xact_lock(bindparam("p_key", type_=BigInteger))
+                    ),
+                ),
+                {"p_key": _scope_lock_key(ws.scope)},
+            )
+        stmt = self._stmt(
+            "active_runs_in_scope",
+            lambda: (
+                select(func.count())
+                .select_from(runs)
+                .where(runs.c.scope == bindparam("p_scope"), runs.c.status.in_(QUOTA_RUN_STATUSES))
+            ),
+        )
+        active = int(conn.execute(stmt, {"p_scope": ws.scope}).scalar_one())
+        if active + len(ws.insert_runs) > ws.max_active_runs:
+            raise ActiveRunLimit(ws.scope, ws.max_active_runs, active)
 
     def notify(self, conn: Connection, notes: Sequence[tuple[str, str]]) -> None:
         """NOTIFY is transactional: listeners hear it only when (and if) this commits."""
@@ -931,3 +974,12 @@ class Sql:
             .where(runs.c.id == lease.run_id, *fence(lease, now))
             .values(lease_owner=None, lease_expires_at=None, updated_at=now)
         )
+
+
+def _scope_lock_key(scope: str) -> int:
+    """A stable signed 64-bit advisory-lock key for a scope (the same in every process).
+
+    Two scopes sharing a key only share the lock: never wrong, at worst slower.
+    """
+    digest = hashlib.blake2b(f"pai.scope_quota:{scope}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
