@@ -116,10 +116,18 @@ class Sql:
 
     # ---- helpers -----------------------------------------------------------
 
-    def now(self, conn: Connection) -> datetime:
-        """The provider clock: ``now()`` on PostgreSQL (never the app clock there)."""
+    def now(self, conn: Connection, *, after_wait: bool = False) -> datetime:
+        """The provider clock: ``now()`` on PostgreSQL (never the app clock there).
+
+        ``after_wait``: the transaction may have waited for a lock, so read the
+        time of this statement instead of the transaction's start (a run started
+        after the wait must not seem to start before what it waited for ended).
+        """
         if self.postgres:
-            stmt = self._stmt("now", lambda: select(func.now()))
+            if after_wait:
+                stmt = self._stmt("now_after_wait", lambda: select(func.statement_timestamp()))
+            else:
+                stmt = self._stmt("now", lambda: select(func.now()))
             return required(conn.execute(stmt).scalar_one())
         return datetime.now(UTC)
 
@@ -394,12 +402,14 @@ class Sql:
         """Apply one write set (the caller owns the transaction)."""
         # Lock order is run -> thread in every transaction that takes both (claims
         # and heartbeats touch runs only), so PostgreSQL never deadlocks on them.
-        now = self.now(conn)
+        quota = ws.new_thread is None and bool(ws.insert_runs) and ws.max_active_runs > 0
+        if quota:
+            # First, before the clock is read: this may wait for the scope's lock.
+            self._check_active_runs(conn, ws)
+        now = self.now(conn, after_wait=quota)
         if ws.new_thread is not None:
             result = self._create_thread(conn, ws, now)
         else:
-            if ws.insert_runs and ws.max_active_runs > 0:
-                self._check_active_runs(conn, ws)
             for patch in ws.update_runs:
                 self._update_run(conn, ws.scope, patch, now)
             thread: ThreadRecord | None = None
@@ -448,7 +458,8 @@ class Sql:
         set; other scopes and runner commits never wait on it). It is taken
         before any row lock, so it cannot join a lock cycle. The cost is that
         one scope's Sends commit one at a time: a commit is one short
-        transaction, well above any per-scope Send rate worth allowing.
+        transaction, well above any per-scope Send rate worth allowing. The
+        caller reads the clock after this, since the lock may have been waited for.
         """
         if self.postgres:
             conn.execute(
