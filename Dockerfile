@@ -24,6 +24,10 @@ VOLUME ["/data"]
 EXPOSE 50051
 HEALTHCHECK --interval=10s --timeout=5s --start-period=15s --retries=3 \
     CMD ["pai-grpc", "health", "--address", "127.0.0.1:50051"]
+# The image listens on 0.0.0.0, so `serve` refuses to start (exit 2, saying why)
+# unless authentication is configured: mount a config file holding [auth] and set
+# PAI_CONFIG to it. For a local try-out only, PAI_INSECURE_DEV=1 serves with no
+# authentication at all (with a WARNING in the log). Neither is set here on purpose.
 # Migrations are idempotent; with PostgreSQL, run `pai-grpc migrate` as a release
 # step instead and override the command with `pai-grpc serve`.
 CMD ["sh", "-c", "pai-grpc migrate && exec pai-grpc serve"]

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import ErrorDetails
 
 from pai_grpc._config_auth import AuthTable
+from pai_grpc._config_limits import LimitsTable
 from pai_grpc._config_tls import ClientTlsTable, ServerTable, ServerTlsTable
 
 
@@ -363,6 +364,7 @@ class ConfigFile(_Table):
     server: ServerTable = Field(
         default_factory=ServerTable, description="Keepalive and connection age of the API port."
     )
+    limits: LimitsTable = Field(default_factory=LimitsTable, description="Per-scope limits.")
     hook_host: HookHostTable = Field(
         default_factory=HookHostTable, description="The HookHostService for remote plugins."
     )

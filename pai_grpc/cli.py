@@ -25,6 +25,7 @@ def _settings(ns: argparse.Namespace) -> Settings:
         address=getattr(ns, "address", None),
         database_url=getattr(ns, "database_url", None),
         config_path=getattr(ns, "config", None),
+        insecure_dev=True if getattr(ns, "insecure_dev", False) else None,
     )
 
 
@@ -61,6 +62,7 @@ def _client_tls(ns: argparse.Namespace) -> ClientTls | None:
 def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
     """Load the agents (connecting tool servers), then run a server or runner until SIGTERM."""
     from pai_grpc._agents_setup import load_agents
+    from pai_grpc._exposure import check_exposure
     from pai_grpc.server import App, RunnerProcess
     from storage import SchemaMismatch
 
@@ -71,6 +73,9 @@ def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
         settings.embedded_runner = False
     if getattr(ns, "concurrency", None):
         settings.runner_concurrency = ns.concurrency
+    if not runner_only:
+        # Before connecting tool servers: a refused address fails at once (exit 2).
+        check_exposure(settings, warn=False)
 
     async def main() -> None:
         agents, servers = await load_agents(settings)
@@ -182,6 +187,12 @@ def parser() -> argparse.ArgumentParser:
         "--require-client-cert",
         action="store_true",
         help="mutual TLS: refuse clients without a certificate from --tls-client-ca",
+    )
+    serve.add_argument(
+        "--insecure-dev",
+        action="store_true",
+        help="serve a non-loopback address with no auth configured (env PAI_INSECURE_DEV=1); "
+        "anyone who can reach it gets full access",
     )
     serve.set_defaults(fn=cmd_serve)
 

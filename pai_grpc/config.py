@@ -15,6 +15,11 @@ from pai_grpc._config_file import (
     ConfigFile,
     load_config_file,
 )
+from pai_grpc._config_limits import (
+    DEFAULT_MAX_ACTIVE_RUNS_PER_SCOPE,
+    DEFAULT_SEND_BURST,
+    DEFAULT_SENDS_PER_SECOND,
+)
 from pai_grpc._config_reference import REFERENCE_END, REFERENCE_START, config_reference
 from pai_grpc._wire import Keepalive, ServerTls
 from storage import DEFAULT_DATABASE_URL
@@ -51,6 +56,12 @@ class Settings:
         run_event_buffer_bytes: Bytes of live events kept in memory per
             executing run for StreamRun.
         context_cache_bytes: Total bytes of the per-thread context cache.
+        max_active_runs_per_scope: Queued, running and waiting runs one scope
+            may hold (0: no limit).
+        sends_per_second: Send rate per scope in this process (0: no limit).
+        send_burst: Sends a quiet scope may make at once (0: the rate).
+        insecure_dev: Serve a non-loopback address even with no auth
+            configured (``--insecure-dev``, ``PAI_INSECURE_DEV=1``).
         file: The validated config file (agents, tools, tool servers, hook
             host); empty without ``config_path``.
         tls: TLS of the API port (``[tls]`` or the ``--tls-*`` flags); None
@@ -70,6 +81,10 @@ class Settings:
     admin_tokens: dict[str, str] = field(default_factory=dict)
     run_event_buffer_bytes: int = 1_048_576
     context_cache_bytes: int = 67_108_864
+    max_active_runs_per_scope: int = DEFAULT_MAX_ACTIVE_RUNS_PER_SCOPE
+    sends_per_second: float = DEFAULT_SENDS_PER_SECOND
+    send_burst: int = DEFAULT_SEND_BURST
+    insecure_dev: bool = False
     file: ConfigFile = field(default_factory=ConfigFile)
     tls: ServerTls | None = None
     keepalive: Keepalive = field(default_factory=Keepalive)
@@ -96,6 +111,8 @@ class Settings:
         for name, var in env.items():
             if os.environ.get(var):
                 values[name] = os.environ[var]
+        if os.environ.get("PAI_INSECURE_DEV", "").strip().lower() in ("1", "true", "yes"):
+            values["insecure_dev"] = True
         values.update({k: v for k, v in overrides.items() if v is not None})
         settings = cls(**values)
         if settings.config_path:
@@ -118,6 +135,7 @@ class Settings:
             (config.runner, {"concurrency": "runner_concurrency"}),
             (config.offline, {"chunk_delay": "offline_chunk_delay"}),
             (config.memory, {}),
+            (config.limits, {}),
         ):
             for key in table.model_fields_set:
                 setattr(self, names.get(key, key), getattr(table, key))

@@ -115,9 +115,20 @@ class PermissionDenied(PaiError):
 
 
 class ResourceExhausted(PaiError):
-    """A limit was hit."""
+    """A limit was hit; ``retry_after`` (seconds) is when a retry may succeed (RetryInfo)."""
 
     default_reason = "RESOURCE_EXHAUSTED"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str | None = None,
+        metadata: dict[str, str] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, reason=reason, metadata=metadata)
+        self.retry_after = retry_after
 
 
 class Unavailable(PaiError):

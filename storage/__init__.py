@@ -38,6 +38,7 @@ from storage._records import (
 )
 from storage._retry import patient, retry_on_conflict
 from storage.errors import (
+    ActiveRunLimit,
     InvalidJson,
     InvalidPageToken,
     LeaseLost,
@@ -56,6 +57,7 @@ __all__ = [
     "PROMOTE_NEXT",
     "SEQ_BLOCK",
     "UNSET",
+    "ActiveRunLimit",
     "ClaimedRun",
     "CommitResult",
     "DuplicateRequest",

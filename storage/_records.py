@@ -372,6 +372,9 @@ class WriteSet:
     update_pending: list[PendingActionPatch] = field(default_factory=list)
     events: list[NewEvent] = field(default_factory=list)
     idempotency: IdempotencyRecord | None = None
+    #: Quota checked with ``insert_runs``: the scope may hold at most this many
+    #: queued, running or waiting runs, the new ones included (0: no quota).
+    max_active_runs: int = 0
     #: (channel, payload) notifications delivered on commit (PostgreSQL NOTIFY;
     #: a no-op on SQLite, where readers and runners poll).
     notify: list[tuple[str, str]] = field(default_factory=list)

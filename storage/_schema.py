@@ -120,6 +120,8 @@ runs = Table(
     Index(None, "thread_id", "status", "thread_seq"),
     # Claims scan runnable runs oldest first.
     Index(None, "status", "created_at"),
+    # The per-scope active-run quota counts a scope's runs by status.
+    Index(None, "scope", "status"),
 )
 
 pending_actions = Table(

@@ -10,12 +10,14 @@ fencing.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Connection,
     Integer,
@@ -65,9 +67,12 @@ from storage._rows import (
     view_conditions,
 )
 from storage._schema import idempotency_keys, messages, pending_actions, run_events, runs, threads
-from storage.errors import LeaseLost, NotFound, StateConflict, VersionConflict
+from storage.errors import ActiveRunLimit, LeaseLost, NotFound, StateConflict, VersionConflict
 
 ACTIVE_RUN_STATUSES = ("queued", "running")
+#: The statuses the per-scope active-run quota counts (a waiting run holds its
+#: thread, and its pending actions, as much as a running one).
+QUOTA_RUN_STATUSES = ("queued", "running", "waiting")
 _RUN_FIELDS = (
     "status",
     "outcome",
@@ -111,10 +116,18 @@ class Sql:
 
     # ---- helpers -----------------------------------------------------------
 
-    def now(self, conn: Connection) -> datetime:
-        """The provider clock: ``now()`` on PostgreSQL (never the app clock there)."""
+    def now(self, conn: Connection, *, after_wait: bool = False) -> datetime:
+        """The provider clock: ``now()`` on PostgreSQL (never the app clock there).
+
+        ``after_wait``: the transaction may have waited for a lock, so read the
+        time of this statement instead of the transaction's start (a run started
+        after the wait must not seem to start before what it waited for ended).
+        """
         if self.postgres:
-            stmt = self._stmt("now", lambda: select(func.now()))
+            if after_wait:
+                stmt = self._stmt("now_after_wait", lambda: select(func.statement_timestamp()))
+            else:
+                stmt = self._stmt("now", lambda: select(func.now()))
             return required(conn.execute(stmt).scalar_one())
         return datetime.now(UTC)
 
@@ -389,7 +402,11 @@ class Sql:
         """Apply one write set (the caller owns the transaction)."""
         # Lock order is run -> thread in every transaction that takes both (claims
         # and heartbeats touch runs only), so PostgreSQL never deadlocks on them.
-        now = self.now(conn)
+        quota = ws.new_thread is None and bool(ws.insert_runs) and ws.max_active_runs > 0
+        if quota:
+            # First, before the clock is read: this may wait for the scope's lock.
+            self._check_active_runs(conn, ws)
+        now = self.now(conn, after_wait=quota)
         if ws.new_thread is not None:
             result = self._create_thread(conn, ws, now)
         else:
@@ -428,6 +445,43 @@ class Sql:
             self._insert_events(conn, extra, now)
         self.notify(conn, ws.notify)
         return result
+
+    def _check_active_runs(self, conn: Connection, ws: WriteSet) -> None:
+        """Refuse new runs that would take the scope past ``ws.max_active_runs``.
+
+        The count runs in the transaction that inserts the runs, so the quota
+        holds across processes. SQLite's ``BEGIN IMMEDIATE`` already serialises
+        every write. On PostgreSQL, READ COMMITTED would let concurrent
+        transactions of one scope each count the same total and all insert, so
+        a transaction-scoped advisory lock keyed by the scope serialises the
+        run-creating commits of that scope (only those, only while a quota is
+        set; other scopes and runner commits never wait on it). It is taken
+        before any row lock, so it cannot join a lock cycle. The cost is that
+        one scope's Sends commit one at a time: a commit is one short
+        transaction, well above any per-scope Send rate worth allowing. The
+        caller reads the clock after this, since the lock may have been waited for.
+        """
+        if self.postgres:
+            conn.execute(
+                self._stmt(
+                    "scope_quota_lock",
+                    lambda: select(
+                        func.pg_advisory_xact_lock(bindparam("p_key", type_=BigInteger))
+                    ),
+                ),
+                {"p_key": _scope_lock_key(ws.scope)},
+            )
+        stmt = self._stmt(
+            "active_runs_in_scope",
+            lambda: (
+                select(func.count())
+                .select_from(runs)
+                .where(runs.c.scope == bindparam("p_scope"), runs.c.status.in_(QUOTA_RUN_STATUSES))
+            ),
+        )
+        active = int(conn.execute(stmt, {"p_scope": ws.scope}).scalar_one())
+        if active + len(ws.insert_runs) > ws.max_active_runs:
+            raise ActiveRunLimit(ws.scope, ws.max_active_runs, active)
 
     def notify(self, conn: Connection, notes: Sequence[tuple[str, str]]) -> None:
         """NOTIFY is transactional: listeners hear it only when (and if) this commits."""
@@ -931,3 +985,12 @@ class Sql:
             .where(runs.c.id == lease.run_id, *fence(lease, now))
             .values(lease_owner=None, lease_expires_at=None, updated_at=now)
         )
+
+
+def _scope_lock_key(scope: str) -> int:
+    """A stable signed 64-bit advisory-lock key for a scope (the same in every process).
+
+    Two scopes sharing a key only share the lock: never wrong, at worst slower.
+    """
+    digest = hashlib.blake2b(f"pai.scope_quota:{scope}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)

@@ -7,6 +7,7 @@ Hierarchy::
     ├── VersionConflict     a root compare-and-swap (version / private metadata) failed
     ├── LeaseLost           the run's lease is no longer held by this execution
     ├── StateConflict       a child record is not in the expected state (e.g. resolved twice)
+    ├── ActiveRunLimit      new runs would take the scope past its active-run quota
     ├── InvalidJson         a value is not strict JSON; nothing was written
     ├── InvalidPageToken    a page token is malformed or was minted for another query
     ├── SchemaMismatch      the database is not migrated to this code's schema head
@@ -55,6 +56,16 @@ class StateConflict(StorageError):
         self.kind = kind
         self.key = key
         self.detail = detail
+
+
+class ActiveRunLimit(StorageError):
+    """The scope already holds its quota of active (queued, running, waiting) runs."""
+
+    def __init__(self, scope: str, limit: int, active: int) -> None:
+        super().__init__(f"scope {scope!r} has {active} active runs (limit {limit})")
+        self.scope = scope
+        self.limit = limit
+        self.active = active
 
 
 class InvalidJson(StorageError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import math
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar, cast
 
@@ -73,6 +74,11 @@ def status_of(err: errors.PaiError) -> grpc.Status:
     ]
     if isinstance(err, errors.Unavailable):
         details.append(_packed(error_details_pb2.RetryInfo(retry_delay=_RETRY_DELAY)))
+    if isinstance(err, errors.ResourceExhausted) and err.retry_after is not None:
+        delay = duration_pb2.Duration()
+        # Rounded up to the millisecond: a client that waits exactly this long finds room.
+        delay.FromMilliseconds(max(1, math.ceil(err.retry_after * 1000)))
+        details.append(_packed(error_details_pb2.RetryInfo(retry_delay=delay)))
     if isinstance(err, errors.InvalidArgument) and err.violations:
         details.append(
             _packed(

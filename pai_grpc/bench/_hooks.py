@@ -261,7 +261,7 @@ async def _runtime(report: Report, workdir: Path) -> None:
         return ScriptedModel([_deltas(DELTAS), text_step("ok")])
 
     url = f"sqlite:///{workdir / f'hooks-{time.time_ns()}.db'}"
-    async with serve_in_process(url, model=model()) as srv:
+    async with serve_in_process(url, model=model(), sends_per_second=0) as srv:
         none = await _step_rate(srv, DELTAS)
     plugin = await serve_plugin(Noop())
     host = HookHost()
@@ -275,7 +275,7 @@ async def _runtime(report: Report, workdir: Path) -> None:
     try:
         agents = AgentRegistry([Agent(name=DEFAULT_AGENT, model=model(), lifecycle=remote)])
         url = f"sqlite:///{workdir / f'hooks-remote-{time.time_ns()}.db'}"
-        async with serve_in_process(url, agents=agents) as srv:
+        async with serve_in_process(url, agents=agents, sends_per_second=0) as srv:
             through = await _step_rate(srv, DELTAS)
     finally:
         await remote.close()

@@ -130,7 +130,9 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
     config.write_text(
         "[offline]\nchunk_delay = 0\n\n"
         f"[memory]\ncontext_cache_bytes = {CONTEXT_CACHE_BYTES}\n"
-        f"run_event_buffer_bytes = {RUN_EVENT_BUFFER_BYTES}\n"
+        f"run_event_buffer_bytes = {RUN_EVENT_BUFFER_BYTES}\n\n"
+        # The load comes from one scope far faster than its default Send rate.
+        "[limits]\nsends_per_second = 0\n"
     )
     env = {**os.environ, "PAI_DATABASE_URL": url, "PAI_CONFIG": str(config)}
     env.pop("ANTHROPIC_API_KEY", None)

@@ -117,7 +117,7 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
         agents = AgentRegistry([Agent(name=DEFAULT_AGENT, model=model)])
         url = f"sqlite:///{workdir / f'provider-{time.time_ns()}.db'}"
         try:
-            async with serve_in_process(url, agents=agents) as srv:
+            async with serve_in_process(url, agents=agents, sends_per_second=0) as srv:
                 thread_id = (await srv.threads.CreateThread(tpb.CreateThreadRequest())).thread.id
                 # The fake server shares this event loop: a long reply measures
                 # throughput, a short one the time to the first delta.

@@ -4,6 +4,7 @@ from pai_grpc.domain import Resolution
 from pai_grpc.runtime._agents import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.runtime._executor import RunExecutor
 from pai_grpc.runtime._mutations import SendInput, TriggerInput
+from pai_grpc.runtime._quotas import ScopeQuotas
 from pai_grpc.runtime._reads import ThreadChange
 from pai_grpc.runtime._reducer import StepReducer, StreamProtocolError
 from pai_grpc.runtime._rewrites import RegenerateInput, RegenerateResult
@@ -23,6 +24,7 @@ __all__ = [
     "RunExecutor",
     "Runner",
     "Runtime",
+    "ScopeQuotas",
     "SendInput",
     "Services",
     "StepReducer",

@@ -20,6 +20,7 @@ from pai_grpc.errors import Conflict, InvalidArgument, NotFoundError
 from pai_grpc.runtime._services import Services
 from pai_grpc.streams import ThreadHint
 from storage import (
+    ActiveRunLimit,
     ClaimedRun,
     CommitResult,
     DuplicateRequest,
@@ -97,6 +98,8 @@ class MutationPath:
             a = await attempt()
             if key:
                 a.ws.idempotency = IdempotencyRecord(key, digest, a.result)
+            if a.ws.insert_runs:
+                a.ws.max_active_runs = self.services.quotas.max_active_runs
             handoff = self.services.handoff
             owner = handoff.reserve() if (handoff and a.runnable and a.ws.insert_runs) else None
             if owner is not None:
@@ -120,6 +123,10 @@ class MutationPath:
                 prior = await self._replay(scope, key, digest)
                 assert prior is not None
                 return prior
+            except ActiveRunLimit as e:
+                if handoff and owner:
+                    handoff.unreserve()
+                raise self.services.quotas.active_runs_error(e) from None
             except BaseException:
                 if handoff and owner:
                     handoff.unreserve()

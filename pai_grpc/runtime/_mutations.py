@@ -174,6 +174,8 @@ class Mutations(Rewrites, Resolutions):
         if op.delivery not in ("queue", "steer"):
             v.add("delivery", f"unknown delivery {op.delivery!r}")
         v.raise_if_any()
+        # Before any database work: a scope over its rate costs this process nothing more.
+        self.services.quotas.take_send(scope)
         parts = parts_to_json(op.parts)
         key = f"send:{op.request_id}" if op.request_id else ""
         digest = fingerprint(

@@ -8,6 +8,7 @@ from typing import Protocol
 from pai_grpc.runtime._agents import AgentRegistry
 from pai_grpc.runtime._context_cache import ContextCache
 from pai_grpc.runtime._history import HistoryRewrites
+from pai_grpc.runtime._quotas import ScopeQuotas
 from pai_grpc.runtime._signals import Signals
 from pai_grpc.runtime._validate import Limits
 from pai_grpc.streams import Broker, ThreadHint, ThreadHub
@@ -50,6 +51,8 @@ class Services:
     lease_seconds: float = 30.0
     #: Where traces and metrics go (a no-op unless the process exports them).
     telemetry: Telemetry = field(default_factory=Telemetry.noop)
+    #: Per-scope limits (none unless the process sets them: see ``[limits]``).
+    quotas: ScopeQuotas = field(default_factory=ScopeQuotas)
 
     @classmethod
     def create(

@@ -11,9 +11,10 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from pai.v1 import admin_service_pb2_grpc, run_service_pb2_grpc, thread_service_pb2_grpc
+from pai_grpc._exposure import check_exposure
 from pai_grpc._wire import add_port
 from pai_grpc.config import Settings
-from pai_grpc.runtime import AgentRegistry, Runner, Runtime
+from pai_grpc.runtime import AgentRegistry, Runner, Runtime, ScopeQuotas
 from pai_grpc.server._admin import AdminService
 from pai_grpc.server._decode import add_guarded
 from pai_grpc.server._reflection import enable_reflection
@@ -89,6 +90,11 @@ class App:
             run_event_buffer_bytes=settings.run_event_buffer_bytes,
             context_cache_bytes=settings.context_cache_bytes,
         )
+        self.runtime.services.quotas = ScopeQuotas(
+            max_active_runs=settings.max_active_runs_per_scope,
+            sends_per_second=settings.sends_per_second,
+            send_burst=settings.send_burst,
+        )
         self.scopes = ScopeResolver.from_settings(settings)
         self.runner: Runner | None = None
         self.health = health.aio.HealthServicer()
@@ -99,7 +105,13 @@ class App:
         self._stopped = False
 
     async def start(self) -> int:
-        """Check the schema, start the runner and the server; return the bound port."""
+        """Check the schema, start the runner and the server; return the bound port.
+
+        Raises:
+            InsecureBind: no auth is configured and the address is not loopback
+                (unless ``settings.insecure_dev``); nothing was started.
+        """
+        check_exposure(self.settings)
         await check_schema(self.store)
         if self.settings.tls is not None:
             self.settings.tls.configuration()  # unusable TLS files fail before anything starts
