@@ -79,13 +79,15 @@ def lan_address() -> str:
 async def serve_on(
     host: str, database_url: str, config: ConfigFile | None = None
 ) -> AsyncIterator[InProcessServer]:
-    """The project's App listening on ``host`` (a non-loopback address: remote-looking peers)."""
+    """The project's App listening on ``host`` (a non-loopback address: remote-looking peers).
+
+    ``insecure_dev`` is what ``--insecure-dev`` sets: without it a dev-mode
+    server refuses a non-loopback address.
+    """
     store = await migrated_store(database_url)
-    app = App(
-        Settings(address=f"{host}:0", database_url=database_url, file=config or ConfigFile()),
-        agents(),
-        store=store,
-    )
+    settings = Settings(address=f"{host}:0", database_url=database_url, file=config or ConfigFile())
+    settings.insecure_dev = True
+    app = App(settings, agents(), store=store)
     await app.start()
     channel = grpc.aio.insecure_channel(f"{host}:{app.port}")
     try:
