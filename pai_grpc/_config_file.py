@@ -24,6 +24,8 @@ from typing import Annotated, Any, Literal, TypeAlias, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
+from pai_grpc._config_telemetry import TelemetryTable
+
 
 class ConfigError(Exception):
     """The configuration is invalid; the message says where and why."""
@@ -373,6 +375,7 @@ class ConfigFile(_Table):
     tool_servers: dict[str, ToolServerTable] = Field(
         default_factory=dict, description="Remote tool servers by name."
     )
+    telemetry: TelemetryTable = Field(default_factory=TelemetryTable, description="Traces.")
 
 
 def load_config_file(path: Path) -> ConfigFile:

@@ -20,6 +20,7 @@ from pai_grpc.config import Settings
 from pai_grpc.models import LanguageModel, OfflineModel
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.server import App
+from pai_grpc.telemetry import Telemetry
 from storage import Store, upgrade
 
 
@@ -57,9 +58,14 @@ async def serve_in_process(
     model: LanguageModel | None = None,
     agents: AgentRegistry | None = None,
     embedded_runner: bool = True,
+    telemetry: Telemetry | None = None,
     **settings: Any,
 ) -> AsyncIterator[InProcessServer]:
-    """Migrate, start an app on ``127.0.0.1:0``, and yield it with client stubs."""
+    """Migrate, start an app on ``127.0.0.1:0``, and yield it with client stubs.
+
+    ``telemetry`` is the app's (say, an SDK tracer provider with an in-memory
+    exporter, to assert on its spans).
+    """
     if agents is None:
         agents = AgentRegistry(
             [Agent(name=DEFAULT_AGENT, model=model or OfflineModel(chunk_delay=0))]
@@ -74,6 +80,7 @@ async def serve_in_process(
         ),
         agents,
         store=store,
+        telemetry=telemetry,
     )
     await app.start()
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{app.port}")

@@ -10,6 +10,7 @@ loading the runtime.
 from pai_grpc._wire._status import (
     DOMAIN,
     Context,
+    abort_with,
     error_info,
     fill_unimplemented,
     guard,
@@ -20,6 +21,7 @@ from pai_grpc._wire._status import (
 __all__ = [
     "DOMAIN",
     "Context",
+    "abort_with",
     "error_info",
     "fill_unimplemented",
     "guard",

@@ -7,10 +7,12 @@ from dataclasses import dataclass
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from opentelemetry.trace import TracerProvider
 
 from pai.v1 import lifecycle_plugin_service_pb2_grpc as pb_grpc
 from pai_grpc.lifecycle import AgentLifecycle
 from pai_grpc.plugin_sdk._servicer import PluginServicer
+from pai_grpc.telemetry import tracing
 
 log = logging.getLogger("pai_grpc.plugin_sdk")
 
@@ -42,11 +44,23 @@ class PluginServer:
 
 
 async def serve_plugin(
-    lifecycle: AgentLifecycle, address: str = "127.0.0.1:0", *, name: str | None = None
+    lifecycle: AgentLifecycle,
+    address: str = "127.0.0.1:0",
+    *,
+    name: str | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> PluginServer:
-    """Host ``lifecycle`` as a LifecyclePluginService on ``address``."""
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-    servicer = PluginServicer(lifecycle, name=name)
+    """Host ``lifecycle`` as a LifecyclePluginService on ``address``.
+
+    Each hook call continues the caller's trace (its ``traceparent``): a
+    server span from ``tracer_provider``, or from the globally installed
+    provider by default, so the hook's own spans join the run's trace.
+    """
+    server = grpc.aio.server(
+        options=[("grpc.so_reuseport", 0)],
+        interceptors=tracing.server_interceptors(tracer_provider=tracer_provider),
+    )
+    servicer = PluginServicer(lifecycle, name=name, tracer_provider=tracer_provider)
     pb_grpc.add_LifecyclePluginServiceServicer_to_server(servicer, server)
     checker = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(checker, server)

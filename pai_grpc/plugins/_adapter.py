@@ -98,6 +98,7 @@ from pai_grpc.plugins._errors import (
     classify,
 )
 from pai_grpc.plugins._host import Grant, HookHost
+from pai_grpc.telemetry import Telemetry, tracing
 
 log = logging.getLogger("pai_grpc.plugins")
 
@@ -114,8 +115,11 @@ class RemoteLifecycle(AgentLifecycle):
         *,
         models: Mapping[str, LanguageModel] | None = None,
         registry: ModelRegistry | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.config = config
+        #: Traced processes send ``traceparent`` with every hook call.
+        self.telemetry = telemetry
         self.host = host
         #: The plugin's name in diagnostics, failure records and errors.
         self.plugin: str = config.name or config.address
@@ -135,7 +139,9 @@ class RemoteLifecycle(AgentLifecycle):
     async def connect(self, *, timeout: float = 5.0) -> RemoteLifecycle:
         """Describe the plugin; fail (PluginConfigError) if it is unreachable or misdescribed."""
         await self.host.start()
-        self._channel = grpc.aio.insecure_channel(self.config.address)
+        self._channel = grpc.aio.insecure_channel(
+            self.config.address, interceptors=tracing.client_interceptors(self.telemetry)
+        )
         self._stub = pb_grpc.LifecyclePluginServiceStub(self._channel)
         self.backoff.health = health_pb2_grpc.HealthStub(self._channel)
         try:
@@ -272,6 +278,7 @@ class RemoteLifecycle(AgentLifecycle):
             self.backoff.failed()
             if self.policy(phase).failure_mode == "open":
                 log.warning("%s (failing open)", failure.message)
+                tracing.hook_failed_open(failure.reason)
                 report = current_report.get()
                 if report is not None:
                     report.record(self.plugin, phase, failure.reason, step_id)

@@ -34,6 +34,7 @@ from pai_grpc.errors import FailedPrecondition, InvalidArgument, PermissionDenie
 from pai_grpc.lifecycle import HistoryFacade, RunFacade, ThreadFacade, TransactionFacade
 from pai_grpc.lifecycle._facade import LifecycleThread
 from pai_grpc.server._errors import Context, fill_unimplemented, guarded
+from pai_grpc.telemetry import Telemetry, tracing
 
 log = logging.getLogger("pai_grpc.plugins")
 
@@ -56,8 +57,16 @@ class Grant:
 class HookHost:
     """Serves HookHostService for this process and keeps the live capability tokens."""
 
-    def __init__(self, address: str = "127.0.0.1:0", *, advertise: str = "") -> None:
+    def __init__(
+        self,
+        address: str = "127.0.0.1:0",
+        *,
+        advertise: str = "",
+        telemetry: Telemetry | None = None,
+    ) -> None:
         self._address = address
+        #: Traced processes continue a plugin's callbacks in the run's trace.
+        self._telemetry = telemetry
         #: What plugins dial (default: the bound address); set it when they run elsewhere.
         self._advertise = advertise
         self._grants: dict[str, Grant] = {}
@@ -78,7 +87,10 @@ class HookHost:
         """Listen; return the target (idempotent)."""
         if self._server is not None:
             return self.target
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server = grpc.aio.server(
+            options=[("grpc.so_reuseport", 0)],
+            interceptors=tracing.server_interceptors(self._telemetry),
+        )
         pb_grpc.add_HookHostServiceServicer_to_server(HookHostServicer(self), server)
         self.port = server.add_insecure_port(self._address)
         if self.port == 0:

@@ -24,6 +24,7 @@ from pai_grpc.convert import (
     value_to_proto,
 )
 from pai_grpc.domain import JsonValue
+from pai_grpc.telemetry import Telemetry, tracing
 from pai_grpc.tools import Tool, ToolContext, ToolFailed, ToolSuspended
 
 
@@ -34,8 +35,17 @@ class RemoteToolError(Exception):
 class RemoteToolServer:
     """A ToolService at ``address`` whose tools join an agent's tool set."""
 
-    def __init__(self, name: str, address: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        *,
+        timeout: float = 30.0,
+        telemetry: Telemetry | None = None,
+    ) -> None:
         self.name = name
+        #: Traced processes send ``traceparent`` with every tool call.
+        self.telemetry = telemetry
         self.address = address
         self.timeout = timeout
         self._channel: grpc.aio.Channel | None = None
@@ -43,7 +53,9 @@ class RemoteToolServer:
 
     async def connect(self) -> list[Tool]:
         """Open the channel and list the server's tools (fails loudly at start-up)."""
-        self._channel = grpc.aio.insecure_channel(self.address)
+        self._channel = grpc.aio.insecure_channel(
+            self.address, interceptors=tracing.client_interceptors(self.telemetry)
+        )
         self._stub = tool_service_pb2_grpc.ToolServiceStub(self._channel)
         try:
             listed = await self._stub.ListTools(tool_service_pb2.ListToolsRequest(), timeout=10)

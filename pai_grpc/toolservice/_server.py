@@ -21,6 +21,7 @@ from pai_grpc.convert import (
     value_to_proto,
 )
 from pai_grpc.domain import InitialEntry
+from pai_grpc.telemetry import Telemetry, tracing
 from pai_grpc.tools import (
     InvalidToolInput,
     Tool,
@@ -98,10 +99,17 @@ class ToolServicer(tool_service_pb2_grpc.ToolServiceServicer):
 
 
 async def serve_tools(
-    tools: Sequence[Tool], address: str = "127.0.0.1:0"
+    tools: Sequence[Tool],
+    address: str = "127.0.0.1:0",
+    *,
+    telemetry: Telemetry | None = None,
 ) -> tuple[grpc.aio.Server, int]:
-    """Start a ToolService hosting ``tools``; return the server and its port."""
-    server = grpc.aio.server()
+    """Start a ToolService hosting ``tools``; return the server and its port.
+
+    With a traced ``telemetry`` each call is a server span continuing the
+    runtime's ``traceparent``.
+    """
+    server = grpc.aio.server(interceptors=tracing.server_interceptors(telemetry))
     tool_service_pb2_grpc.add_ToolServiceServicer_to_server(ToolServicer(tools), server)
     port = server.add_insecure_port(address)
     await server.start()
