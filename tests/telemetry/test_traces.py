@@ -4,8 +4,13 @@ a recovered execution shows the recovery."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
+import signal
+import time
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -16,8 +21,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel
 
-from pai.v1 import runs_pb2
+from pai.v1 import run_service_pb2, run_service_pb2_grpc, runs_pb2
 from pai.v1 import thread_service_pb2 as tpb
+from pai.v1 import thread_service_pb2_grpc as tgrpc
 from pai_grpc.domain import Usage, new_id
 from pai_grpc.errors import FailedPrecondition
 from pai_grpc.lifecycle import (
@@ -34,7 +40,9 @@ from pai_grpc.telemetry import Telemetry
 from pai_grpc.testing import InProcessServer, serve_in_process
 from pai_grpc.tools import Tool, ToolContext, tool
 from pai_grpc.toolservice import RemoteToolServer, serve_tools
+from tests.processes import Processes
 from tests.runtime.support import new_thread, text, wait_run
+from tests.runtime.test_resume_after_crash import _ready
 
 #: The caller's trace and span (as a client with its own tracing would send them).
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -326,3 +334,83 @@ async def test_an_rpc_error_is_on_the_server_span(sqlite_url: str) -> None:
     send = one(exporter.get_finished_spans(), "/pai.v1.ThreadService/Send")
     not_found = grpc.StatusCode.NOT_FOUND.value[0]
     assert dict(send.attributes or {})["rpc.grpc.status_code"] == not_found
+
+
+def _spans_in(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _executions(spans: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
+    return [
+        s
+        for s in spans
+        if s["name"] == f"run {DEFAULT_AGENT}" and s["attributes"].get("pai.run.id") == run_id
+    ]
+
+
+@pytest.mark.slow
+async def test_a_run_recovered_after_kill_9_shows_the_recovery(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    traces = tmp_path / "traces.jsonl"
+    server = Processes(tmp_path, sqlite_url, chunk_delay=0.01, lease_seconds=1.0)
+    with server.config.open("a") as config:
+        config.write(f'\n[telemetry]\ntraces_exporter = "jsonl"\ntraces_file = "{traces}"\n')
+    try:
+        server.migrate()
+        first = server.serve(name="server-a")
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            threads = tgrpc.ThreadServiceStub(channel)
+            runs = run_service_pb2_grpc.RunServiceStub(channel)
+            await _ready(threads, server, "server-a")
+            thread_id = (await threads.CreateThread(tpb.CreateThreadRequest())).thread.id
+            long_text = " ".join(f"w{i}" for i in range(120))
+            run_id = (
+                await threads.Send(
+                    tpb.SendRequest(thread_id=thread_id, parts=[text(long_text)]),
+                    metadata=(("traceparent", TRACEPARENT),),
+                )
+            ).run.run_id
+            deltas = 0
+            async for response in runs.StreamRun(
+                run_service_pb2.StreamRunRequest(run_id=run_id), timeout=30
+            ):
+                if response.event.chunk.WhichOneof("chunk") == "text_delta":
+                    deltas += 1
+                if deltas >= 5:
+                    break
+            first.send_signal(signal.SIGKILL)  # mid-step: its execution span never ends
+            first.wait()
+        assert not _executions(_spans_in(traces), run_id), "the killed execution ended no span"
+
+        server.serve(name="server-b")
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            threads = tgrpc.ThreadServiceStub(channel)
+            runs = run_service_pb2_grpc.RunServiceStub(channel)
+            await _ready(threads, server, "server-b")
+            deadline = time.monotonic() + 60
+            while True:
+                run = (await runs.GetRun(run_service_pb2.GetRunRequest(run_id=run_id))).run
+                if run.status == runs_pb2.RUN_STATUS_COMPLETED:
+                    break
+                assert time.monotonic() < deadline, server.log("server-b")
+                await asyncio.sleep(0.1)
+    finally:
+        server.stop_all()
+
+    spans = _spans_in(traces)
+    send = [s for s in spans if s["name"] == "/pai.v1.ThreadService/Send"]
+    assert len(send) == 1, [s["name"] for s in spans]
+    send_id = send[0]["context"]["span_id"]
+    assert send[0]["context"]["trace_id"] == f"0x{TRACE_ID}"
+    [recovered] = _executions(spans, run_id)  # the second attempt; the first never ended
+    assert recovered["context"]["trace_id"] == f"0x{TRACE_ID}"
+    assert recovered["parent_id"] == send_id, "the recovered execution continues the run's trace"
+    assert recovered["attributes"]["pai.run.attempt"] == 2
+    assert recovered["attributes"]["pai.run.status"] == "completed"
+    [event] = [e for e in recovered["events"] if e["name"] == "pai.run.recovered"]
+    assert event["attributes"]["pai.run.previous_attempt"] == 1
+    assert [link["context"]["span_id"] for link in recovered["links"]] == [send_id]
+    assert recovered["resource"]["attributes"]["service.name"] == "pai-grpc"
