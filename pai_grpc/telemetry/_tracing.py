@@ -166,6 +166,10 @@ def execution_span(
     execution's child spans use this telemetry's tracer for as long as the
     block runs.
     """
+    if not traces_enabled(telemetry):
+        # Untraced: no span, and the execution's child spans are skipped outright.
+        yield trace.INVALID_SPAN
+        return
     tracer = telemetry.tracer()
     stored = _stored_context(trace_context)
     # Without a stored context the execution is a trace of its own: never a child

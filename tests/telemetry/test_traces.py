@@ -24,6 +24,8 @@ from pydantic import BaseModel
 from pai.v1 import run_service_pb2, run_service_pb2_grpc, runs_pb2
 from pai.v1 import thread_service_pb2 as tpb
 from pai.v1 import thread_service_pb2_grpc as tgrpc
+from pai_grpc._config_telemetry import TelemetryTable
+from pai_grpc.config import ConfigError
 from pai_grpc.domain import Usage, new_id
 from pai_grpc.errors import FailedPrecondition
 from pai_grpc.lifecycle import (
@@ -36,7 +38,7 @@ from pai_grpc.models import ScriptedModel, text_step, tool_call_step
 from pai_grpc.plugin_sdk import serve_plugin
 from pai_grpc.plugins import HookHost, PluginConfig, RemoteLifecycle
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
-from pai_grpc.telemetry import Telemetry
+from pai_grpc.telemetry import Telemetry, tracer_provider_from_settings
 from pai_grpc.testing import InProcessServer, serve_in_process
 from pai_grpc.tools import Tool, ToolContext, tool
 from pai_grpc.toolservice import RemoteToolServer, serve_tools
@@ -414,3 +416,64 @@ async def test_a_run_recovered_after_kill_9_shows_the_recovery(
     assert event["attributes"]["pai.run.previous_attempt"] == 1
     assert [link["context"]["span_id"] for link in recovered["links"]] == [send_id]
     assert recovered["resource"]["attributes"]["service.name"] == "pai-grpc"
+
+
+async def test_a_hook_failing_open_is_marked_on_its_span(sqlite_url: str) -> None:
+    class Slow(AgentLifecycle):
+        name = "slow"
+
+        async def prepare_model_step(self, input: PrepareModelStepInput) -> None:
+            await asyncio.sleep(2)
+
+    telemetry, exporter = traced()
+    plugin = await serve_plugin(Slow())
+    host = HookHost(telemetry=telemetry)
+    adapter = RemoteLifecycle(
+        PluginConfig(address=plugin.address, timeout=0.1, failure_mode="open"),
+        host,
+        telemetry=telemetry,
+    )
+    await adapter.connect()
+    try:
+        async with serving(sqlite_url, telemetry, [adapter], model=ScriptedModel(["hi"])) as srv:
+            run = await wait_run(srv, await send_traced(srv))
+            assert run.status == runs_pb2.RUN_STATUS_COMPLETED
+    finally:
+        await adapter.close()
+        await plugin.stop(0)
+        await host.close()
+    hook = one(exporter.get_finished_spans(), "pai.hook prepare_model_step")
+    attributes = dict(hook.attributes or {})
+    assert attributes["pai.hook.name"] == "slow"
+    assert attributes["pai.hook.outcome"] == "failed_open"
+    assert attributes["pai.hook.failure_reason"] == "HOOK_TIMEOUT"
+
+
+def test_the_tracer_provider_follows_the_table_then_otel_variables() -> None:
+    assert tracer_provider_from_settings(TelemetryTable(), env={}) is None
+    from_env = tracer_provider_from_settings(
+        TelemetryTable(),
+        env={
+            "OTEL_TRACES_EXPORTER": "console",
+            "OTEL_SERVICE_NAME": "from-env",
+            "OTEL_TRACES_SAMPLER": "traceidratio",
+            "OTEL_TRACES_SAMPLER_ARG": "0.25",
+        },
+    )
+    assert from_env is not None
+    assert from_env.resource.attributes["service.name"] == "from-env"
+    assert from_env.sampler.get_description() == "TraceIdRatioBased{0.25}"
+    # A key the file sets wins over its variable.
+    table = TelemetryTable(traces_exporter="none", service_name="from-file")
+    assert tracer_provider_from_settings(table, env={"OTEL_TRACES_EXPORTER": "console"}) is None
+    from_file = tracer_provider_from_settings(
+        TelemetryTable(traces_exporter="console", service_name="from-file"),
+        env={"OTEL_SERVICE_NAME": "from-env"},
+    )
+    assert from_file is not None
+    assert from_file.resource.attributes["service.name"] == "from-file"
+    assert "ParentBased" in from_file.sampler.get_description()
+    with pytest.raises(ConfigError, match="traces_exporter"):
+        tracer_provider_from_settings(TelemetryTable(), env={"OTEL_TRACES_EXPORTER": "zipkin"})
+    for provider in (from_env, from_file):
+        provider.shutdown()
