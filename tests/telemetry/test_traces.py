@@ -477,3 +477,47 @@ def test_the_tracer_provider_follows_the_table_then_otel_variables() -> None:
         tracer_provider_from_settings(TelemetryTable(), env={"OTEL_TRACES_EXPORTER": "zipkin"})
     for provider in (from_env, from_file):
         provider.shutdown()
+
+
+async def test_spans_reach_an_otlp_collector(sqlite_url: str) -> None:
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+    received: list[Any] = []
+
+    class Collector(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
+        async def Export(self, request: Any, context: Any) -> Any:
+            received.append(request)
+            return trace_service_pb2.ExportTraceServiceResponse()
+
+    collector = grpc.aio.server()
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Collector(), collector)
+    port = collector.add_insecure_port("127.0.0.1:0")
+    await collector.start()
+    provider = tracer_provider_from_settings(
+        TelemetryTable(traces_exporter="otlp", otlp_endpoint=f"http://127.0.0.1:{port}"), env={}
+    )
+    assert provider is not None
+    try:
+        async with serving(sqlite_url, Telemetry(provider, metrics.NoOpMeterProvider()), []) as srv:
+            await wait_run(srv, await send_traced(srv))
+        # The exporter is synchronous (a batch thread): flush it off the event loop.
+        assert await asyncio.to_thread(provider.force_flush)
+    finally:
+        await asyncio.to_thread(provider.shutdown)
+        await collector.stop(0)
+    names = {
+        span.name
+        for request in received
+        for resource in request.resource_spans
+        for scope in resource.scope_spans
+        for span in scope.spans
+    }
+    assert {"/pai.v1.ThreadService/Send", f"run {DEFAULT_AGENT}", "pai.step"} <= names
+    service = {
+        attribute.value.string_value
+        for request in received
+        for resource in request.resource_spans
+        for attribute in resource.resource.attributes
+        if attribute.key == "service.name"
+    }
+    assert service == {"pai-grpc"}
