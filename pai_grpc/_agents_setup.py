@@ -96,6 +96,7 @@ from pai_grpc.lifecycle._contract import contract_from_config
 from pai_grpc.models import OFFLINE_NOTICE, ModelRegistry, UnknownModel
 from pai_grpc.plugins import HookHost, PhasePolicy, PluginConfig, PluginConfigError, RemoteLifecycle
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
+from pai_grpc.telemetry import Telemetry
 from pai_grpc.tools import Tool, client_tool
 from pai_grpc.toolservice import RemoteToolError, RemoteToolServer
 
@@ -105,12 +106,16 @@ log = logging.getLogger("pai_grpc")
 DEFAULT_CLAUDE = "anthropic:claude-sonnet-5-5"
 
 
-async def _tool_servers(settings: Settings) -> tuple[dict[str, Tool], list[RemoteToolServer]]:
+async def _tool_servers(
+    settings: Settings, telemetry: Telemetry | None
+) -> tuple[dict[str, Tool], list[RemoteToolServer]]:
     tools: dict[str, Tool] = {}
     servers: list[RemoteToolServer] = []
     for name, table in settings.file.tool_servers.items():
         tls = table.tls.settings() if table.tls is not None else None
-        server = RemoteToolServer(name, table.address, timeout=table.timeout, tls=tls)
+        server = RemoteToolServer(
+            name, table.address, timeout=table.timeout, tls=tls, telemetry=telemetry
+        )
         try:
             listed = await server.connect()
         except RemoteToolError as e:
@@ -170,6 +175,7 @@ class _Plugins:
 
     settings: Settings
     models: ModelRegistry
+    telemetry: Telemetry | None = None
     host: HookHost | None = None
     pending: list[tuple[str, RemoteLifecycle]] = field(default_factory=list)
 
@@ -177,29 +183,38 @@ class _Plugins:
         if self.host is None:
             conf = self.settings.file.hook_host
             tls = conf.tls.settings() if conf.tls is not None else None
-            self.host = HookHost(conf.address, advertise=conf.advertise, tls=tls)
-        remote = RemoteLifecycle(plugin_config(table), self.host, registry=self.models)
+            self.host = HookHost(
+                conf.address, advertise=conf.advertise, tls=tls, telemetry=self.telemetry
+            )
+        remote = RemoteLifecycle(
+            plugin_config(table), self.host, registry=self.models, telemetry=self.telemetry
+        )
         self.pending.append((agent, remote))
         return remote
 
 
 async def load_agents(
-    settings: Settings, *, extra_tools: list[Tool] | None = None
+    settings: Settings,
+    *,
+    extra_tools: list[Tool] | None = None,
+    telemetry: Telemetry | None = None,
 ) -> tuple[AgentRegistry, list[Closable]]:
     """Build the configured agents (connecting tool servers and plugins) or the default agent.
 
     Returns the registry and what was opened (tool servers, lifecycle plugins,
-    the hook host), for the process to close at exit. An unreachable or
+    the hook host), for the process to close at exit. With a traced
+    ``telemetry``, calls to tool servers and plugins carry the run's
+    ``traceparent`` and the hook host continues it. An unreachable or
     misdescribed plugin fails here, at start-up (never silently open).
     """
     models = ModelRegistry(offline_chunk_delay=settings.offline_chunk_delay)
     available = {t.name: t for t in extra_tools or []}
     available.update(_declared_tools(settings))
-    remote, tool_servers = await _tool_servers(settings)
+    remote, tool_servers = await _tool_servers(settings, telemetry)
     servers: list[Closable] = list(tool_servers)
     available.update(remote)
     agents: list[Agent] = []
-    plugins = _Plugins(settings, models)
+    plugins = _Plugins(settings, models, telemetry)
     try:
         for name, table in settings.file.agents.items():
             agents.append(_agent(name, table, models, available, plugins))

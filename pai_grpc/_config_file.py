@@ -26,6 +26,7 @@ from pydantic_core import ErrorDetails
 
 from pai_grpc._config_auth import AuthTable
 from pai_grpc._config_limits import LimitsTable
+from pai_grpc._config_telemetry import TelemetryTable
 from pai_grpc._config_tls import ClientTlsTable, ServerTable, ServerTlsTable
 
 
@@ -377,6 +378,7 @@ class ConfigFile(_Table):
     tool_servers: dict[str, ToolServerTable] = Field(
         default_factory=dict, description="Remote tool servers by name."
     )
+    telemetry: TelemetryTable = Field(default_factory=TelemetryTable, description="Traces.")
 
 
 def load_config_file(path: Path) -> ConfigFile:

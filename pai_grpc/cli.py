@@ -61,9 +61,12 @@ def _client_tls(ns: argparse.Namespace) -> ClientTls | None:
 
 def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
     """Load the agents (connecting tool servers), then run a server or runner until SIGTERM."""
+    from opentelemetry import metrics, trace
+
     from pai_grpc._agents_setup import load_agents
     from pai_grpc._exposure import check_exposure
     from pai_grpc.server import App, RunnerProcess
+    from pai_grpc.telemetry import Telemetry, tracer_provider_from_settings
     from storage import SchemaMismatch
 
     settings = _settings(ns)
@@ -77,11 +80,19 @@ def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
         # Before connecting tool servers: a refused address fails at once (exit 2).
         check_exposure(settings, warn=False)
 
+    tracer_provider = tracer_provider_from_settings(settings)
+    telemetry = Telemetry(
+        tracer_provider if tracer_provider is not None else trace.NoOpTracerProvider(),
+        metrics.NoOpMeterProvider(),
+    )
+
     async def main() -> None:
-        agents, servers = await load_agents(settings)
+        agents, servers = await load_agents(settings, telemetry=telemetry)
         try:
             process: App | RunnerProcess = (
-                RunnerProcess(settings, agents) if runner_only else App(settings, agents)
+                RunnerProcess(settings, agents, telemetry=telemetry)
+                if runner_only
+                else App(settings, agents, telemetry=telemetry)
             )
             await process.run_until_signal()
         finally:
@@ -93,6 +104,9 @@ def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
     except SchemaMismatch as e:
         logging.getLogger("pai_grpc").error("cannot start: %s", e)
         return 2
+    finally:
+        if tracer_provider is not None:
+            tracer_provider.shutdown()  # flushes the spans still queued for export
     return 0
 
 

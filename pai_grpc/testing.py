@@ -21,6 +21,7 @@ from pai_grpc.config import Settings
 from pai_grpc.models import LanguageModel, OfflineModel
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.server import App
+from pai_grpc.telemetry import Telemetry
 from storage import Store, upgrade
 
 
@@ -59,12 +60,15 @@ async def serve_in_process(
     agents: AgentRegistry | None = None,
     embedded_runner: bool = True,
     client_tls: ClientTls | None = None,
+    telemetry: Telemetry | None = None,
     **settings: Any,
 ) -> AsyncIterator[InProcessServer]:
     """Migrate, start an app on ``127.0.0.1:0``, and yield it with client stubs.
 
     ``settings`` are :class:`~pai_grpc.config.Settings` fields (``tls=ServerTls(...)``
-    serves TLS); ``client_tls`` secures the stubs' channel.
+    serves TLS); ``client_tls`` secures the stubs' channel. ``telemetry`` is the
+    app's (say, an SDK tracer provider with an in-memory exporter, to assert on
+    its spans).
     """
     if agents is None:
         agents = AgentRegistry(
@@ -80,6 +84,7 @@ async def serve_in_process(
         ),
         agents,
         store=store,
+        telemetry=telemetry,
     )
     await app.start()
     api = channel(f"127.0.0.1:{app.port}", client_tls)

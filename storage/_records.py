@@ -124,6 +124,8 @@ class RunRecord:
     cancel_requested_at: datetime | None
     #: The durable sequence reservation: executions publish live only up to it.
     reserved_seq: int
+    #: The W3C ``traceparent`` of the request that created the run (or ``None``).
+    trace_context: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +266,8 @@ class NewRun:
     #: claimed (status running, epoch 1) with a lease of ``lease_seconds``.
     lease_owner: str | None = None
     lease_seconds: float = 30.0
+    #: The W3C ``traceparent`` of the creating request, continued by every execution.
+    trace_context: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,6 +105,7 @@ def run_record(row: Row[Any]) -> RunRecord:
         lease_epoch=m["lease_epoch"],
         last_seq=m["last_seq"],
         reserved_seq=m["reserved_seq"],
+        trace_context=m["trace_context"],
         created_at=required(m["created_at"]),
         updated_at=required(m["updated_at"]),
         ended_at=aware(m["ended_at"]),

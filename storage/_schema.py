@@ -116,6 +116,9 @@ runs = Table(
     Column("ended_at", Ts, nullable=True),
     # Set by CancelRun while another execution holds the lease; the holder cancels.
     Column("cancel_requested_at", Ts, nullable=True),
+    # The W3C traceparent of the request that created the run, so every
+    # execution (in any process) continues the caller's trace.
+    Column("trace_context", String(200), nullable=True),
     UniqueConstraint("thread_id", "thread_seq"),
     Index(None, "thread_id", "status", "thread_seq"),
     # Claims scan runnable runs oldest first.

@@ -713,6 +713,7 @@ class Sql:
                 updated_at=now,
                 ended_at=None,
                 cancel_requested_at=None,
+                trace_context=new.trace_context,
             )
             for offset, new in enumerate(ws.insert_runs)
         ]

@@ -12,6 +12,7 @@ from pai_grpc._wire._keepalive import CLIENT_OPTIONS, Keepalive
 from pai_grpc._wire._status import (
     DOMAIN,
     Context,
+    abort_with,
     error_info,
     fill_unimplemented,
     guard,
@@ -35,6 +36,7 @@ __all__ = [
     "Keepalive",
     "ServerTls",
     "TlsError",
+    "abort_with",
     "add_port",
     "channel",
     "error_info",

@@ -112,6 +112,17 @@ def error_info(err: grpc.aio.AioRpcError) -> tuple[str, str] | None:
     return None
 
 
+async def abort_with(context: Any, status: grpc.Status) -> None:
+    """End the call with ``status`` (and its rich details).
+
+    The code is set first so a tracing interceptor wrapping the context (which
+    sees ``set_code`` and ``abort`` but not ``abort_with_status``) records the
+    call's real status instead of OK.
+    """
+    context.set_code(status.code)
+    await context.abort_with_status(status)
+
+
 def guard(
     to_status: Callable[[BaseException], grpc.Status],
     *,
@@ -141,7 +152,7 @@ def guard(
                     async for item in fn(self, request, context):
                         yield item
                 except Exception as exc:
-                    await context.abort_with_status(report(exc))
+                    await abort_with(context, report(exc))
 
             return cast(F, stream)
 
@@ -150,7 +161,7 @@ def guard(
             try:
                 return await fn(self, request, context)
             except Exception as exc:
-                await context.abort_with_status(report(exc))
+                await abort_with(context, report(exc))
 
         return cast(F, unary)
 
@@ -185,14 +196,14 @@ def _unimplemented(service: str, name: str, streaming: bool) -> Callable[..., An
     if streaming:
 
         async def stream(self: Any, request: Any, context: Any) -> AsyncIterator[Any]:
-            await context.abort_with_status(status)
+            await abort_with(context, status)
             yield  # pragma: no cover - makes this an async generator
 
         stream.__name__ = name
         return stream
 
     async def unary(self: Any, request: Any, context: Any) -> Any:
-        await context.abort_with_status(status)
+        await abort_with(context, status)
 
     unary.__name__ = name
     return unary

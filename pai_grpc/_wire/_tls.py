@@ -270,10 +270,20 @@ class ClientTls:
 
 
 def channel(
-    target: str, tls: ClientTls | None = None, *, options: Sequence[Option] = ()
+    target: str,
+    tls: ClientTls | None = None,
+    *,
+    options: Sequence[Option] = (),
+    interceptors: Sequence[Any] | None = None,
 ) -> grpc.aio.Channel:
-    """A channel to ``target``: TLS with ``tls``, plaintext without; with client keepalive."""
+    """A channel to ``target``: TLS with ``tls``, plaintext without; with client keepalive.
+
+    ``interceptors`` are grpc.aio client interceptors (tracing passes its own).
+    """
     merged = [*CLIENT_OPTIONS, *options]
+    chosen = list(interceptors) if interceptors else None
     if tls is None:
-        return grpc.aio.insecure_channel(target, options=merged)
-    return grpc.aio.secure_channel(target, tls.credentials(), options=[*merged, *tls.options()])
+        return grpc.aio.insecure_channel(target, options=merged, interceptors=chosen)
+    return grpc.aio.secure_channel(
+        target, tls.credentials(), options=[*merged, *tls.options()], interceptors=chosen
+    )

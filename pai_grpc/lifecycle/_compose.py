@@ -65,6 +65,7 @@ from pai_grpc.lifecycle._patches import (
     apply_patch,
     coerce_patch,
 )
+from pai_grpc.telemetry import tracing
 
 
 def hook_name(part: AgentLifecycle, index: int) -> str:
@@ -354,13 +355,14 @@ def _merge_next(a: NextStep | None, b: NextStep) -> NextStep:
 
 
 async def _call(name: str, phase: str, result: Awaitable[Any] | Any) -> Any:
-    try:
-        return await maybe_await(result)
-    except PaiError:
-        # Our own errors (an inner hook's failure, a model error through next()) pass as-is.
-        raise
-    except Exception as e:
-        raise HookError(name, phase, e) from e
+    with tracing.hook_span(phase, name):
+        try:
+            return await maybe_await(result)
+        except PaiError:
+            # Our own errors (an inner hook's failure, a model error through next()) pass as-is.
+            raise
+        except Exception as e:
+            raise HookError(name, phase, e) from e
 
 
 def _check_max_steps(name: str, patches: list[RunPatch]) -> None:

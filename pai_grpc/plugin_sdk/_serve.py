@@ -18,11 +18,13 @@ from dataclasses import dataclass
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from opentelemetry.trace import TracerProvider
 
 from pai.v1 import lifecycle_plugin_service_pb2_grpc as pb_grpc
 from pai_grpc._wire import ClientTls, Keepalive, ServerTls, add_port
 from pai_grpc.lifecycle import AgentLifecycle
 from pai_grpc.plugin_sdk._servicer import PluginServicer
+from pai_grpc.telemetry import tracing
 
 log = logging.getLogger("pai_grpc.plugin_sdk")
 
@@ -65,8 +67,13 @@ async def serve_plugin(
     name: str | None = None,
     tls: ServerTls | None = None,
     host_tls: ClientTls | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> PluginServer:
     """Host ``lifecycle`` as a LifecyclePluginService on ``address``.
+
+    Each hook call continues the caller's trace (its ``traceparent``): a
+    server span from ``tracer_provider``, or from the globally installed
+    provider by default, so the hook's own spans join the run's trace.
 
     Args:
         lifecycle: The hooks to serve.
@@ -76,6 +83,7 @@ async def serve_plugin(
             plaintext); with a client CA, the runtime must present a certificate.
         host_tls: TLS of the channel to the runtime's HookHostService (default:
             ``PAI_HOOK_HOST_TLS_*``, else plaintext).
+        tracer_provider: Where the plugin's spans go (default: the global provider).
 
     Raises:
         TlsError: A TLS file cannot be used.
@@ -83,8 +91,13 @@ async def serve_plugin(
     tls = tls if tls is not None else ServerTls.from_env(PLUGIN_TLS_ENV)
     host_tls = host_tls if host_tls is not None else ClientTls.from_env(HOOK_HOST_TLS_ENV)
     options = [("grpc.so_reuseport", 0), *Keepalive().server_options()]
-    server = grpc.aio.server(options=options)
-    servicer = PluginServicer(lifecycle, name=name, host_tls=host_tls)
+    server = grpc.aio.server(
+        options=options,
+        interceptors=tracing.server_interceptors(tracer_provider=tracer_provider),
+    )
+    servicer = PluginServicer(
+        lifecycle, name=name, host_tls=host_tls, tracer_provider=tracer_provider
+    )
     pb_grpc.add_LifecyclePluginServiceServicer_to_server(servicer, server)
     checker = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(checker, server)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import grpc
+from opentelemetry.trace import TracerProvider
 
 from pai.v1 import hook_host_service_pb2_grpc, lifecycle_pb2
 from pai.v1 import lifecycle_plugin_service_pb2 as pb
@@ -90,6 +91,7 @@ from pai_grpc.plugin_sdk._remote import (
     _Host,
 )
 from pai_grpc.plugin_sdk._session import _AttemptStream, _batch_chunks, _Session
+from pai_grpc.telemetry import tracing
 
 log = logging.getLogger("pai_grpc.plugin_sdk")
 
@@ -150,9 +152,12 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
         *,
         name: str | None = None,
         host_tls: ClientTls | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self._hooks = compose_lifecycle(lifecycle)
         self._host_tls = host_tls
+        #: Callbacks to the hook host carry the hook call's trace (None: the global provider).
+        self._tracer_provider = tracer_provider
         self._phases = lifecycle.phases()
         self._name = name or lifecycle.name or type(lifecycle).__name__
         self._channels: dict[str, grpc.aio.Channel] = {}
@@ -166,7 +171,11 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
     def _host(self, ctx: lifecycle_pb2.HookContext) -> _Host:
         host_channel = self._channels.get(ctx.host_target)
         if host_channel is None:
-            host_channel = channel(ctx.host_target, self._host_tls)
+            host_channel = channel(
+                ctx.host_target,
+                self._host_tls,
+                interceptors=tracing.client_interceptors(tracer_provider=self._tracer_provider),
+            )
             self._channels[ctx.host_target] = host_channel
         stub = hook_host_service_pb2_grpc.HookHostServiceStub(host_channel)
         return _Host(stub, ctx.capability_token, ctx.thread_id)

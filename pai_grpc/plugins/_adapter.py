@@ -99,6 +99,7 @@ from pai_grpc.plugins._errors import (
     classify,
 )
 from pai_grpc.plugins._host import Grant, HookHost
+from pai_grpc.telemetry import Telemetry, tracing
 
 log = logging.getLogger("pai_grpc.plugins")
 
@@ -115,8 +116,11 @@ class RemoteLifecycle(AgentLifecycle):
         *,
         models: Mapping[str, LanguageModel] | None = None,
         registry: ModelRegistry | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.config = config
+        #: Traced processes send ``traceparent`` with every hook call.
+        self.telemetry = telemetry
         self.host = host
         #: The plugin's name in diagnostics, failure records and errors.
         self.plugin: str = config.name or config.address
@@ -137,7 +141,11 @@ class RemoteLifecycle(AgentLifecycle):
         """Describe the plugin; fail (PluginConfigError) if it is unreachable or misdescribed."""
         await self.host.start()
         try:
-            self._channel = channel(self.config.address, self.config.tls)
+            self._channel = channel(
+                self.config.address,
+                self.config.tls,
+                interceptors=tracing.client_interceptors(self.telemetry),
+            )
         except TlsError as e:
             raise PluginConfigError(f"lifecycle plugin at {self.config.address}: {e}") from e
         self._stub = pb_grpc.LifecyclePluginServiceStub(self._channel)
@@ -276,6 +284,7 @@ class RemoteLifecycle(AgentLifecycle):
             self.backoff.failed()
             if self.policy(phase).failure_mode == "open":
                 log.warning("%s (failing open)", failure.message)
+                tracing.hook_failed_open(failure.reason)
                 report = current_report.get()
                 if report is not None:
                     report.record(self.plugin, phase, failure.reason, step_id)

@@ -35,6 +35,7 @@ from pai_grpc.errors import FailedPrecondition, InvalidArgument, PermissionDenie
 from pai_grpc.lifecycle import HistoryFacade, RunFacade, ThreadFacade, TransactionFacade
 from pai_grpc.lifecycle._facade import LifecycleThread
 from pai_grpc.server._errors import Context, fill_unimplemented, guarded
+from pai_grpc.telemetry import Telemetry, tracing
 
 log = logging.getLogger("pai_grpc.plugins")
 
@@ -58,11 +59,18 @@ class HookHost:
     """Serves HookHostService for this process and keeps the live capability tokens."""
 
     def __init__(
-        self, address: str = "127.0.0.1:0", *, advertise: str = "", tls: ServerTls | None = None
+        self,
+        address: str = "127.0.0.1:0",
+        *,
+        advertise: str = "",
+        tls: ServerTls | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._address = address
         #: TLS of the port (plugins then dial it with TLS, mutual with a client CA).
         self._tls = tls
+        #: Traced processes continue a plugin's callbacks in the run's trace.
+        self._telemetry = telemetry
         #: What plugins dial (default: the bound address); set it when they run elsewhere.
         self._advertise = advertise
         self._grants: dict[str, Grant] = {}
@@ -84,7 +92,9 @@ class HookHost:
         if self._server is not None:
             return self.target
         options = [("grpc.so_reuseport", 0), *Keepalive().server_options()]
-        server = grpc.aio.server(options=options)
+        server = grpc.aio.server(
+            options=options, interceptors=tracing.server_interceptors(self._telemetry)
+        )
         pb_grpc.add_HookHostServiceServicer_to_server(HookHostServicer(self), server)
         self.port = add_port(server, self._address, self._tls)
         await server.start()

@@ -93,6 +93,8 @@ class RunCommitter:
         self.step_count = run.step_count
         #: The run's input (with suspend bookkeeping while tools wait).
         self.input: dict[str, Any] = dict(run.input)
+        #: (status, reason) of the terminal or waiting transition, once committed.
+        self.ended: tuple[str, str | None] | None = None
 
     def emit(self, payload: RunEventPayload) -> RunEvent:
         """Emit one live event of this run."""
@@ -192,6 +194,7 @@ class RunCommitter:
             kinds=("status", "messages_committed") if message else ("status",),
             runnable=True,
         )
+        self.ended = (status, reason)
         raise Stop
 
     async def commit_outcomes(
@@ -250,6 +253,7 @@ class RunCommitter:
             count=len(pending) + 1,
             kinds=("status",),
         )
+        self.ended = ("waiting", None)
         raise Stop
 
     async def steered_since(self, anchor: int) -> tuple[bool, int]:

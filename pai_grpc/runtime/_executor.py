@@ -52,6 +52,7 @@ from pai_grpc.runtime._tool_phase import (
     recovered,
     validate_calls,
 )
+from pai_grpc.telemetry import tracing
 from pai_grpc.tools import InitialEntry
 from storage import (
     ClaimedRun,
@@ -119,7 +120,26 @@ class RunExecutor:
     # ---- driver ------------------------------------------------------------
 
     async def run(self) -> None:
-        """Run the episode; only shutdown cancellation propagates."""
+        """Run the episode in its execution span; only shutdown cancellation propagates."""
+        run = self._run
+        with tracing.execution_span(
+            self._services.telemetry,
+            run_id=run.id,
+            thread_id=run.thread_id,
+            agent=self._agent.name,
+            attempt=run.attempts,
+            trace_context=run.trace_context,
+            # A waiting run's resumption is a new attempt too, but nothing was lost.
+            recovered=run.attempts > 1 and run.operation != "resume",
+        ) as span:
+            try:
+                await self._execute()
+            finally:
+                ended = self._committer.ended
+                status = ended[0] if ended else ("lease_lost" if self.lease_lost else "handed_back")
+                tracing.run_ended(span, status, ended[1] if ended else None)
+
+    async def _execute(self) -> None:
         self._task = asyncio.current_task()
         current_report.set(self._report)  # this task's context: remote hooks report here
         heartbeat = asyncio.create_task(self._heartbeat())
@@ -252,12 +272,17 @@ class RunExecutor:
                     status="completed", outcome="completed", reason="MAX_STEPS", message=None
                 )
             step = StepInfo(step_id=new_id("stp"), index=committer.step_count)
-            anchor, context = await pipeline.resolve_model_context(step)
-            request = await pipeline.prepare_model_step(step, context, anchor)
-            called = await pipeline.model_call(request)
-            # Transforms and after_step see the request the provider actually received.
-            result = await pipeline.stream_step(called.stream, called.request, step, anchor=anchor)
-            await self._after_step(result)
+            with tracing.step_span(step.index, step.step_id, expected=(Stop,)):
+                anchor, context = await pipeline.resolve_model_context(step)
+                request = await pipeline.prepare_model_step(step, context, anchor)
+                with tracing.model_span(request.model.provider, request.model.model_id) as chat:
+                    called = await pipeline.model_call(request)
+                    # Transforms and after_step see the request the provider actually received.
+                    result = await pipeline.stream_step(
+                        called.stream, called.request, step, anchor=anchor
+                    )
+                    _traced_model_call(chat, result)
+                await self._after_step(result)
 
     def _tool_phase(self, message_id: str, advertised: Iterable[str], step: StepInfo) -> ToolPhase:
         """The tool phase of one step's calls, with the step's tool hooks."""
@@ -500,6 +525,19 @@ class RunExecutor:
                 outcomes.append(await phase.conclude(recovered(part), tool, InitialEntry(), []))
         self._committer.input = {**self._committer.input, "suspends": suspends}
         await self._committer.commit_outcomes(message.id, parts, outcomes)
+
+
+def _traced_model_call(span: Any, result: StepResult) -> None:
+    """The model call's GenAI attributes: the model that answered, usage, finish reason."""
+    reducer = result.reducer
+    tracing.model_result(
+        span,
+        model_id=result.request.model.model_id,
+        input_tokens=reducer.usage.input_tokens,
+        output_tokens=reducer.usage.output_tokens,
+        finish_reasons=[reducer.finish_reason] if reducer.finish_reason else [],
+        error=reducer.error.reason if reducer.error is not None else None,
+    )
 
 
 def _fulfilled(action: PendingActionRecord) -> bool:

@@ -19,6 +19,7 @@ from pai_grpc.domain import RunHandle
 from pai_grpc.errors import Conflict, InvalidArgument, NotFoundError
 from pai_grpc.runtime._services import Services
 from pai_grpc.streams import ThreadHint
+from pai_grpc.telemetry import tracing
 from storage import (
     ActiveRunLimit,
     ClaimedRun,
@@ -100,6 +101,10 @@ class MutationPath:
                 a.ws.idempotency = IdempotencyRecord(key, digest, a.result)
             if a.ws.insert_runs:
                 a.ws.max_active_runs = self.services.quotas.max_active_runs
+            traceparent = tracing.current_traceparent() if a.ws.insert_runs else None
+            if traceparent:
+                # Every execution of the run, in any process, continues this request's trace.
+                a.ws.insert_runs = [replace(r, trace_context=traceparent) for r in a.ws.insert_runs]
             handoff = self.services.handoff
             owner = handoff.reserve() if (handoff and a.runnable and a.ws.insert_runs) else None
             if owner is not None:

@@ -43,6 +43,7 @@ from pai_grpc.lifecycle import (
     ToolResult,
 )
 from pai_grpc.runtime._reducer import StepReducer
+from pai_grpc.telemetry import tracing
 from pai_grpc.tools import (
     InitialEntry,
     InvalidToolInput,
@@ -176,6 +177,14 @@ class ValidCall:
     part: ToolPart
     tool: Tool
     parsed: Any
+
+
+#: A tool part's state after execution, as the outcome its span records.
+_TRACED_OUTCOMES = {
+    "output-available": "success",
+    "output-error": "error",
+    "output-denied": "denied",
+}
 
 
 class ToolPhase:
@@ -359,6 +368,25 @@ class ToolPhase:
         return outcome
 
     async def _execute(
+        self,
+        tool: Tool,
+        part: ToolPart,
+        parsed: Any,
+        entry: ToolEntry,
+        history: list[JsonValue],
+    ) -> ToolOutcome:
+        """Execute the tool in its span ``execute_tool <name>``, recording the outcome."""
+        with tracing.tool_span(part.tool_name, part.tool_call_id) as span:
+            outcome = await self._invoke(tool, part, parsed, entry, history)
+            state = outcome.part.state
+            tracing.tool_outcome(
+                span,
+                "suspended" if outcome.pending is not None else _TRACED_OUTCOMES.get(state, state),
+                outcome.part.error_text,
+            )
+            return outcome
+
+    async def _invoke(
         self,
         tool: Tool,
         part: ToolPart,

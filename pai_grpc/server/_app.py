@@ -21,7 +21,7 @@ from pai_grpc.server._reflection import enable_reflection
 from pai_grpc.server._runs import RunService
 from pai_grpc.server._scope import ScopeResolver
 from pai_grpc.server._threads import ThreadService
-from pai_grpc.telemetry import Telemetry
+from pai_grpc.telemetry import Telemetry, tracing
 from storage import Store, check_schema
 
 log = logging.getLogger("pai_grpc.server")
@@ -137,7 +137,9 @@ class App:
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.so_reuseport", 0),
                 *self.settings.keepalive.server_options(),
-            ]
+            ],
+            # A span per call, continuing the caller's traceparent (when traced).
+            interceptors=tracing.server_interceptors(self.runtime.services.telemetry),
         )
         # Guarded: an undecodable request is INVALID_ARGUMENT with ErrorInfo, never UNKNOWN.
         add_guarded(

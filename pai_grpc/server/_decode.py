@@ -21,6 +21,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from pai_grpc import errors
+from pai_grpc._wire import abort_with
 from pai_grpc.server._errors import to_status
 
 #: Reason of a request whose bytes are not a valid message of the method's type.
@@ -162,7 +163,7 @@ def _guard_handler(handler: Any) -> Any:
 
         async def stream(request: Any, context: Any) -> AsyncIterator[Any]:
             if isinstance(request, Rejected):
-                await context.abort_with_status(request.status)
+                await abort_with(context, request.status)
                 return
             async for item in behavior(request, context):
                 yield item
@@ -172,7 +173,7 @@ def _guard_handler(handler: Any) -> Any:
 
     async def unary(request: Any, context: Any) -> Any:
         if isinstance(request, Rejected):
-            await context.abort_with_status(request.status)
+            await abort_with(context, request.status)
         return await unary_behavior(request, context)
 
     return handler._replace(request_deserializer=deserializer, unary_unary=unary)

@@ -13,7 +13,17 @@ from dataclasses import dataclass
 
 from opentelemetry import metrics, trace
 
-__all__ = ["INSTRUMENTATION_NAME", "Telemetry"]
+from pai_grpc.telemetry import _tracing as tracing
+from pai_grpc.telemetry._jsonl import JsonLinesSpanExporter
+from pai_grpc.telemetry._tracing import tracer_provider_from_settings
+
+__all__ = [
+    "INSTRUMENTATION_NAME",
+    "JsonLinesSpanExporter",
+    "Telemetry",
+    "tracer_provider_from_settings",
+    "tracing",
+]
 
 #: The instrumentation scope of every tracer and meter of the service.
 INSTRUMENTATION_NAME = "pai_grpc"

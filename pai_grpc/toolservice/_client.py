@@ -25,6 +25,7 @@ from pai_grpc.convert import (
     value_to_proto,
 )
 from pai_grpc.domain import JsonValue
+from pai_grpc.telemetry import Telemetry, tracing
 from pai_grpc.tools import Tool, ToolContext, ToolFailed, ToolSuspended
 
 
@@ -36,9 +37,17 @@ class RemoteToolServer:
     """A ToolService at ``address`` whose tools join an agent's tool set."""
 
     def __init__(
-        self, name: str, address: str, *, timeout: float = 30.0, tls: ClientTls | None = None
+        self,
+        name: str,
+        address: str,
+        *,
+        timeout: float = 30.0,
+        tls: ClientTls | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.name = name
+        #: Traced processes send ``traceparent`` with every tool call.
+        self.telemetry = telemetry
         self.address = address
         self.timeout = timeout
         #: TLS of the channel (plaintext without).
@@ -49,7 +58,9 @@ class RemoteToolServer:
     async def connect(self) -> list[Tool]:
         """Open the channel and list the server's tools (fails loudly at start-up)."""
         try:
-            self._channel = channel(self.address, self.tls)
+            self._channel = channel(
+                self.address, self.tls, interceptors=tracing.client_interceptors(self.telemetry)
+            )
         except TlsError as e:
             raise RemoteToolError(f"tool server {self.name!r} at {self.address}: {e}") from e
         self._stub = tool_service_pb2_grpc.ToolServiceStub(self._channel)

@@ -22,6 +22,7 @@ from pai_grpc.convert import (
     value_to_proto,
 )
 from pai_grpc.domain import InitialEntry
+from pai_grpc.telemetry import Telemetry, tracing
 from pai_grpc.tools import (
     InvalidToolInput,
     Tool,
@@ -103,16 +104,24 @@ TOOL_SERVER_TLS_ENV = "PAI_TOOL_SERVER_TLS_"
 
 
 async def serve_tools(
-    tools: Sequence[Tool], address: str = "127.0.0.1:0", *, tls: ServerTls | None = None
+    tools: Sequence[Tool],
+    address: str = "127.0.0.1:0",
+    *,
+    tls: ServerTls | None = None,
+    telemetry: Telemetry | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Start a ToolService hosting ``tools``; return the server and its port.
 
     ``tls`` secures the listener (default: ``PAI_TOOL_SERVER_TLS_CERT`` / ``KEY``
     / ``CLIENT_CA`` from the environment, else plaintext); with a client CA the
-    runtime must present a certificate (mutual TLS).
+    runtime must present a certificate (mutual TLS). With a traced
+    ``telemetry`` each call is a server span continuing the runtime's
+    ``traceparent``.
     """
     tls = tls if tls is not None else ServerTls.from_env(TOOL_SERVER_TLS_ENV)
-    server = grpc.aio.server(options=Keepalive().server_options())
+    server = grpc.aio.server(
+        options=Keepalive().server_options(), interceptors=tracing.server_interceptors(telemetry)
+    )
     tool_service_pb2_grpc.add_ToolServiceServicer_to_server(ToolServicer(tools), server)
     port = add_port(server, address, tls)
     await server.start()
