@@ -24,6 +24,8 @@ from typing import Annotated, Any, Literal, TypeAlias, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
+from pai_grpc._config_metrics import MetricsTable
+
 
 class ConfigError(Exception):
     """The configuration is invalid; the message says where and why."""
@@ -361,6 +363,7 @@ class ConfigFile(_Table):
         default_factory=OfflineTable, description="The offline stand-in model."
     )
     memory: MemoryTable = Field(default_factory=MemoryTable, description="Memory bounds.")
+    metrics: MetricsTable = Field(default_factory=MetricsTable, description="Metrics export.")
     hook_host: HookHostTable = Field(
         default_factory=HookHostTable, description="The HookHostService for remote plugins."
     )

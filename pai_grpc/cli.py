@@ -5,18 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import sys
 from collections.abc import Sequence
 
 from pai_grpc.config import DEFAULT_ADDRESS, ConfigError, Settings
-
-
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+from pai_grpc.telemetry._logs import LOG_FORMATS, setup_logging
 
 
 def _settings(ns: argparse.Namespace) -> Settings:
@@ -24,13 +16,19 @@ def _settings(ns: argparse.Namespace) -> Settings:
         address=getattr(ns, "address", None),
         database_url=getattr(ns, "database_url", None),
         config_path=getattr(ns, "config", None),
+        metrics_address=getattr(ns, "metrics_address", None),
+        log_format=getattr(ns, "log_format", None),
     )
 
 
 def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
     """Load the agents (connecting tool servers), then run a server or runner until SIGTERM."""
+    from opentelemetry import trace
+
     from pai_grpc._agents_setup import load_agents
     from pai_grpc.server import App, RunnerProcess
+    from pai_grpc.telemetry import Telemetry
+    from pai_grpc.telemetry._setup import start_metrics
     from storage import SchemaMismatch
 
     settings = _settings(ns)
@@ -39,11 +37,21 @@ def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
     if getattr(ns, "concurrency", None):
         settings.runner_concurrency = ns.concurrency
 
+    table = settings.file.metrics
+    export = start_metrics(
+        address=settings.metrics_address,
+        otlp=table.otlp,
+        otlp_interval_seconds=table.otlp_interval_seconds,
+    )
+    telemetry = Telemetry(trace.NoOpTracerProvider(), export.meter_provider)
+
     async def main() -> None:
         agents, servers = await load_agents(settings)
         try:
             process: App | RunnerProcess = (
-                RunnerProcess(settings, agents) if runner_only else App(settings, agents)
+                RunnerProcess(settings, agents, telemetry=telemetry)
+                if runner_only
+                else App(settings, agents, telemetry=telemetry)
             )
             await process.run_until_signal()
         finally:
@@ -55,6 +63,8 @@ def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
     except SchemaMismatch as e:
         logging.getLogger("pai_grpc").error("cannot start: %s", e)
         return 2
+    finally:
+        export.close()
     return 0
 
 
@@ -107,6 +117,19 @@ def cmd_health(ns: argparse.Namespace) -> int:
     return 0 if asyncio.run(check_health(ns.address, ns.service, timeout=ns.timeout)) else 1
 
 
+def _observability_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--metrics-address",
+        metavar="HOST:PORT",
+        help="serve Prometheus /metrics here ([metrics] address; default off)",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        help="text (default) or json: one object per line with run and trace ids",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     p = argparse.ArgumentParser(prog="pai-grpc", description=__doc__)
@@ -118,12 +141,14 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--database-url", help="env PAI_DATABASE_URL, default sqlite:///./pai.db")
     serve.add_argument("--config", help="TOML config file (env PAI_CONFIG)")
     serve.add_argument("--no-runner", action="store_true", help="serve the API only")
+    _observability_flags(serve)
     serve.set_defaults(fn=cmd_serve)
 
     runner = sub.add_parser("runner", help=cmd_runner.__doc__)
     runner.add_argument("--database-url", help="env PAI_DATABASE_URL")
     runner.add_argument("--config", help="TOML config file (env PAI_CONFIG)")
     runner.add_argument("--concurrency", type=int, help="executions held at once")
+    _observability_flags(runner)
     runner.set_defaults(fn=cmd_runner)
 
     migrate = sub.add_parser("migrate", help=cmd_migrate.__doc__)
@@ -149,7 +174,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``pai-grpc`` command."""
     ns = parser().parse_args(argv)
-    _setup_logging(ns.log_level)
+    setup_logging(ns.log_level, getattr(ns, "log_format", None) or "text")
     try:
         code: int = ns.fn(ns)
     except ConfigError as e:

@@ -49,6 +49,9 @@ class Settings:
         run_event_buffer_bytes: Bytes of live events kept in memory per
             executing run for StreamRun.
         context_cache_bytes: Total bytes of the per-thread context cache.
+        metrics_address: ``HOST:PORT`` of the Prometheus ``/metrics``
+            endpoint (None: none).
+        log_format: ``text`` or ``json`` (one JSON object per line).
         file: The validated config file (agents, tools, tool servers, hook
             host); empty without ``config_path``.
     """
@@ -65,6 +68,8 @@ class Settings:
     admin_tokens: dict[str, str] = field(default_factory=dict)
     run_event_buffer_bytes: int = 1_048_576
     context_cache_bytes: int = 67_108_864
+    metrics_address: str | None = None
+    log_format: str = "text"
     file: ConfigFile = field(default_factory=ConfigFile)
 
     @classmethod
@@ -96,6 +101,8 @@ class Settings:
         self.file = config
         self.tokens.update(config.auth.tokens)
         self.admin_tokens.update(config.auth.admin_tokens)
+        if config.metrics.address is not None and self.metrics_address is None:
+            self.metrics_address = config.metrics.address
         # Only what the file sets: unset keys keep defaults and explicit overrides.
         for table, names in (
             (config.runner, {"concurrency": "runner_concurrency"}),

@@ -20,6 +20,7 @@ from pai_grpc.config import Settings
 from pai_grpc.models import LanguageModel, OfflineModel
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.server import App
+from pai_grpc.telemetry import Telemetry
 from storage import Store, upgrade
 
 
@@ -57,6 +58,7 @@ async def serve_in_process(
     model: LanguageModel | None = None,
     agents: AgentRegistry | None = None,
     embedded_runner: bool = True,
+    telemetry: Telemetry | None = None,
     **settings: Any,
 ) -> AsyncIterator[InProcessServer]:
     """Migrate, start an app on ``127.0.0.1:0``, and yield it with client stubs."""
@@ -74,6 +76,7 @@ async def serve_in_process(
         ),
         agents,
         store=store,
+        telemetry=telemetry,
     )
     await app.start()
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{app.port}")

@@ -20,6 +20,7 @@ from pai_grpc.server._runs import RunService
 from pai_grpc.server._scope import ScopeResolver
 from pai_grpc.server._threads import ThreadService
 from pai_grpc.telemetry import Telemetry
+from pai_grpc.telemetry._rpc_metrics import rpc_interceptors
 from storage import Store, check_schema
 
 log = logging.getLogger("pai_grpc.server")
@@ -111,11 +112,12 @@ class App:
             )
             self.runner.start()
         server = grpc.aio.server(
+            interceptors=rpc_interceptors(self.runtime.services.telemetry),
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.so_reuseport", 0),
-            ]
+            ],
         )
         # Guarded: an undecodable request is INVALID_ARGUMENT with ErrorInfo, never UNKNOWN.
         add_guarded(
