@@ -170,7 +170,9 @@ class Runner:
         metrics.active_runs.add(1)
         run = claimed.run
         if run.attempts > 1:
-            metrics.lease_recoveries.add(1)
+            # A resumed run (its pending actions answered) is claimed again by design.
+            if run.operation != "resume":
+                metrics.lease_recoveries.add(1)
             return
         metrics.runs_started.add(1, {"agent": agent})
         if run.execution_started_at is not None:
