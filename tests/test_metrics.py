@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import prometheus_client
@@ -167,3 +170,26 @@ def test_free_text_reasons_are_not_label_values() -> None:
     assert bounded_reason("MAX_STEPS") == "MAX_STEPS"
     assert bounded_reason(None) == ""
     assert bounded_reason("the user said stop, 4111-1111") == "other"
+
+
+def test_the_grafana_dashboard_queries_only_exported_metrics() -> None:
+    dashboard = json.loads((Path(__file__).parent.parent / "deploy/grafana/pai.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    assert exprs
+    used: set[str] = set()
+    for expr in exprs:
+        # Label names (in `by (...)` and `{...}` matchers) are not metric names.
+        bare = re.sub(r"\b(by|without)\s*\([^)]*\)|\{[^}]*\}", "", expr)
+        found = re.findall(r"\b(?:pai|rpc)_\w+", bare)
+        names = {re.sub(r"_(bucket|sum|count)$", "", n) for n in found}
+        assert names, expr
+        assert names <= PROMETHEUS_NAMES, (expr, names - PROMETHEUS_NAMES)
+        used |= names
+    for shown in (
+        "pai_run_queue_seconds",
+        "pai_time_to_first_chunk_seconds",
+        "pai_model_tokens_total",
+        "pai_hook_duration_seconds",
+        "pai_runs_finished_total",
+    ):
+        assert shown in used
