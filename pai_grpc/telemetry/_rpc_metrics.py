@@ -48,6 +48,8 @@ class RpcMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
+        #: method -> (its handler, the wrapped one): wrapped once, not per call.
+        self._wrapped: dict[str, tuple[Any, Any]] = {}
 
     async def intercept_service(
         self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
@@ -57,13 +59,29 @@ class RpcMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler is None:
             return None
         full = handler_call_details.method
+        cached = self._wrapped.get(full)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        wrapped = self._wrap(full, handler)
+        self._wrapped[full] = (handler, wrapped)
+        return wrapped
+
+    def _wrap(self, full: str, handler: Any) -> Any:
         service, _, method = full.lstrip("/").rpartition("/")
-        base = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": method}
         duration = self._metrics.rpc_server_duration
         streams = self._metrics.active_streams if full in STREAM_METHODS else None
+        by_code: dict[int, dict[str, str | int]] = {}
 
         def done(started: float, context: Any, error: BaseException | None) -> None:
-            attributes = {**base, "rpc.grpc.status_code": _code(context, error)}
+            code = _code(context, error)
+            attributes = by_code.get(code)
+            if attributes is None:
+                attributes = by_code[code] = {
+                    "rpc.system": "grpc",
+                    "rpc.service": service,
+                    "rpc.method": method,
+                    "rpc.grpc.status_code": code,
+                }
             duration.record(time.perf_counter() - started, attributes)
 
         if handler.response_streaming:
