@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Iterator
@@ -193,3 +194,26 @@ def test_the_grafana_dashboard_queries_only_exported_metrics() -> None:
         "pai_runs_finished_total",
     ):
         assert shown in used
+
+
+async def test_a_run_handed_back_and_claimed_again_is_a_recovery(
+    sqlite_url: str, recorded: tuple[Telemetry, InMemoryMetricReader]
+) -> None:
+    telemetry, reader = recorded
+    slow = ScriptedModel(["slow " * 50], chunk_delay=0.2)
+    async with serve_in_process(sqlite_url, model=slow) as first:
+        thread_id = await new_thread(first)
+        run_id = (await send(first, thread_id, "go")).run_id
+        for _ in range(500):  # until the runner holds it
+            held = await first.store.get_run("default", run_id)
+            if held is not None and held.lease_owner:
+                break
+            await asyncio.sleep(0.01)
+        await first.app.stop(grace=0.1)  # handed back unfinished
+    fast = ScriptedModel(["done"])
+    async with serve_in_process(sqlite_url, model=fast, telemetry=telemetry) as second:
+        assert (await wait_run(second, run_id)).status == runs_pb2.RUN_STATUS_COMPLETED
+    assert value(reader, "pai.lease.recoveries") == 1
+    assert value(reader, "pai.runs.started") == 0  # its first execution was elsewhere
+    assert value(reader, "pai.runs.finished", status="completed") == 1
+    assert value(reader, "pai.active_runs") == 0

@@ -48,6 +48,7 @@ class RpcMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
+        metrics.active_streams.add(0)  # the gauge exists before any stream
         #: method -> (its handler, the wrapped one): wrapped once, not per call.
         self._wrapped: dict[str, tuple[Any, Any]] = {}
 
