@@ -17,7 +17,6 @@ def _settings(ns: argparse.Namespace) -> Settings:
         database_url=getattr(ns, "database_url", None),
         config_path=getattr(ns, "config", None),
         metrics_address=getattr(ns, "metrics_address", None),
-        log_format=getattr(ns, "log_format", None),
     )
 
 

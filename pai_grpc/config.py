@@ -51,7 +51,6 @@ class Settings:
         context_cache_bytes: Total bytes of the per-thread context cache.
         metrics_address: ``HOST:PORT`` of the Prometheus ``/metrics``
             endpoint (None: none).
-        log_format: ``text`` or ``json`` (one JSON object per line).
         file: The validated config file (agents, tools, tool servers, hook
             host); empty without ``config_path``.
     """
@@ -69,7 +68,6 @@ class Settings:
     run_event_buffer_bytes: int = 1_048_576
     context_cache_bytes: int = 67_108_864
     metrics_address: str | None = None
-    log_format: str = "text"
     file: ConfigFile = field(default_factory=ConfigFile)
 
     @classmethod
