@@ -170,6 +170,7 @@ def touch_every_instrument(m: Metrics) -> None:
 def test_free_text_reasons_are_not_label_values() -> None:
     assert bounded_reason("MAX_STEPS") == "MAX_STEPS"
     assert bounded_reason(None) == ""
+    assert bounded_reason("cancelled") == "cancelled"
     assert bounded_reason("the user said stop, 4111-1111") == "other"
 
 

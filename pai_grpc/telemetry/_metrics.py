@@ -103,6 +103,8 @@ def bounded_reason(reason: str | None) -> str:
     """
     if not reason:
         return ""
+    if reason == "cancelled":  # the runtime's own reason when a canceller gave none
+        return reason
     return reason if _REASON.match(reason) else "other"
 
 
