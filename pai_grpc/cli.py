@@ -37,11 +37,17 @@ def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
         settings.runner_concurrency = ns.concurrency
 
     table = settings.file.metrics
-    export = start_metrics(
-        address=settings.metrics_address,
-        otlp=table.otlp,
-        otlp_interval_seconds=table.otlp_interval_seconds,
-    )
+    try:
+        export = start_metrics(
+            address=settings.metrics_address,
+            otlp=table.otlp,
+            otlp_interval_seconds=table.otlp_interval_seconds,
+        )
+    except (OSError, ValueError) as e:
+        logging.getLogger("pai_grpc").error(
+            "cannot serve metrics on %s: %s", settings.metrics_address, e
+        )
+        return 2
     telemetry = Telemetry(trace.NoOpTracerProvider(), export.meter_provider)
 
     async def main() -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from pai_grpc.config import ConfigError, Settings
 from pai_grpc.telemetry import Telemetry
 from pai_grpc.telemetry._metrics import metrics_for
 from pai_grpc.telemetry._setup import otlp_enabled, start_metrics
+from tests.processes import EXE
 
 
 def test_the_metrics_address_comes_from_the_flag_over_the_file(tmp_path: Path) -> None:
@@ -79,3 +83,21 @@ async def test_metrics_are_pushed_over_otlp_to_a_collector() -> None:
         assert "pai.runs.started" in collector.names
     finally:
         await server.stop(None)
+
+
+@pytest.mark.slow
+def test_a_busy_metrics_port_stops_the_process_with_a_message(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = {**os.environ, "PAI_DATABASE_URL": f"sqlite:///{tmp_path / 'pai.db'}"}
+        done = subprocess.run(
+            [*EXE, "runner", "--metrics-address", f"127.0.0.1:{port}"],
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
+    assert done.returncode == 2, done.stderr
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in done.stderr.decode()
+    assert b"Traceback" not in done.stderr
