@@ -10,14 +10,7 @@ from collections.abc import Sequence
 
 from pai_grpc._wire import ClientTls, ServerTls, TlsError
 from pai_grpc.config import DEFAULT_ADDRESS, ConfigError, Settings
-
-
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+from pai_grpc.telemetry import LOG_FORMATS, setup_logging
 
 
 def _settings(ns: argparse.Namespace) -> Settings:
@@ -26,6 +19,7 @@ def _settings(ns: argparse.Namespace) -> Settings:
         database_url=getattr(ns, "database_url", None),
         config_path=getattr(ns, "config", None),
         insecure_dev=True if getattr(ns, "insecure_dev", False) else None,
+        metrics_address=getattr(ns, "metrics_address", None),
     )
 
 
@@ -61,12 +55,12 @@ def _client_tls(ns: argparse.Namespace) -> ClientTls | None:
 
 def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
     """Load the agents (connecting tool servers), then run a server or runner until SIGTERM."""
-    from opentelemetry import metrics, trace
+    from opentelemetry import trace
 
     from pai_grpc._agents_setup import load_agents
     from pai_grpc._exposure import check_exposure
     from pai_grpc.server import App, RunnerProcess
-    from pai_grpc.telemetry import Telemetry, tracer_provider_from_settings
+    from pai_grpc.telemetry import Telemetry, start_metrics, tracer_provider_from_settings
     from storage import SchemaMismatch
 
     settings = _settings(ns)
@@ -80,10 +74,22 @@ def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
         # Before connecting tool servers: a refused address fails at once (exit 2).
         check_exposure(settings, warn=False)
 
-    tracer_provider = tracer_provider_from_settings(settings)
+    tracer_provider = tracer_provider_from_settings(settings)  # a bad [telemetry] fails first
+    table = settings.file.metrics
+    try:
+        export = start_metrics(
+            address=settings.metrics_address,
+            otlp=table.otlp,
+            otlp_interval_seconds=table.otlp_interval_seconds,
+        )
+    except (OSError, ValueError) as e:
+        logging.getLogger("pai_grpc").error(
+            "cannot serve metrics on %s: %s", settings.metrics_address, e
+        )
+        return 2
     telemetry = Telemetry(
         tracer_provider if tracer_provider is not None else trace.NoOpTracerProvider(),
-        metrics.NoOpMeterProvider(),
+        export.meter_provider,
     )
 
     async def main() -> None:
@@ -107,6 +113,7 @@ def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
     finally:
         if tracer_provider is not None:
             tracer_provider.shutdown()  # flushes the spans still queued for export
+        export.close()
     return 0
 
 
@@ -183,6 +190,19 @@ def cmd_hash_token(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _observability_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--metrics-address",
+        metavar="HOST:PORT",
+        help="serve Prometheus /metrics here ([metrics] address; default off)",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        help="text (default) or json: one object per line with run and trace ids",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     p = argparse.ArgumentParser(prog="pai-grpc", description=__doc__)
@@ -208,12 +228,14 @@ def parser() -> argparse.ArgumentParser:
         help="serve a non-loopback address with no auth configured (env PAI_INSECURE_DEV=1); "
         "anyone who can reach it gets full access",
     )
+    _observability_flags(serve)
     serve.set_defaults(fn=cmd_serve)
 
     runner = sub.add_parser("runner", help=cmd_runner.__doc__)
     runner.add_argument("--database-url", help="env PAI_DATABASE_URL")
     runner.add_argument("--config", help="TOML config file (env PAI_CONFIG)")
     runner.add_argument("--concurrency", type=int, help="executions held at once")
+    _observability_flags(runner)
     runner.set_defaults(fn=cmd_runner)
 
     migrate = sub.add_parser("migrate", help=cmd_migrate.__doc__)
@@ -245,7 +267,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``pai-grpc`` command."""
     ns = parser().parse_args(argv)
-    _setup_logging(ns.log_level)
+    setup_logging(ns.log_level, getattr(ns, "log_format", None) or "text")
     try:
         code: int = ns.fn(ns)
     except ConfigError as e:

@@ -62,6 +62,8 @@ class Settings:
         send_burst: Sends a quiet scope may make at once (0: the rate).
         insecure_dev: Serve a non-loopback address even with no auth
             configured (``--insecure-dev``, ``PAI_INSECURE_DEV=1``).
+        metrics_address: ``HOST:PORT`` of the Prometheus ``/metrics``
+            endpoint (None: none).
         file: The validated config file (agents, tools, tool servers, hook
             host); empty without ``config_path``.
         tls: TLS of the API port (``[tls]`` or the ``--tls-*`` flags); None
@@ -85,6 +87,7 @@ class Settings:
     sends_per_second: float = DEFAULT_SENDS_PER_SECOND
     send_burst: int = DEFAULT_SEND_BURST
     insecure_dev: bool = False
+    metrics_address: str | None = None
     file: ConfigFile = field(default_factory=ConfigFile)
     tls: ServerTls | None = None
     keepalive: Keepalive = field(default_factory=Keepalive)
@@ -130,6 +133,8 @@ class Settings:
         self.file = config
         self.tokens.update(config.auth.tokens)
         self.admin_tokens.update(config.auth.admin_tokens)
+        if config.metrics.address is not None and self.metrics_address is None:
+            self.metrics_address = config.metrics.address
         # Only what the file sets: unset keys keep defaults and explicit overrides.
         for table, names in (
             (config.runner, {"concurrency": "runner_concurrency"}),

@@ -8,6 +8,7 @@ is one transaction, run as a unit (see :mod:`storage._engine`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TypeVar
@@ -35,7 +36,7 @@ from storage._records import (
 )
 from storage._rows import MAX_PAGE_SIZE, check_write_set_json
 from storage._sql import Sql
-from storage.errors import StateConflict
+from storage.errors import StateConflict, VersionConflict
 
 T = TypeVar("T")
 
@@ -53,6 +54,9 @@ class Store:
     def __init__(self, engines: Engines) -> None:
         self._engines = engines
         self._sql = Sql(engines.dialect)
+        #: Called after each commit with its duration in seconds and whether a
+        #: version guard refused it (the service's metrics; storage knows none).
+        self.observer: Callable[[float, bool], None] | None = None
 
     @classmethod
     def open(cls, url: str, *, pool_size: int = 10, schema: str | None = None) -> Store:
@@ -238,12 +242,20 @@ class Store:
             DuplicateRequest: the idempotency key is already stored.
         """
         check_write_set_json(ws)
+        started = time.perf_counter()
+        conflict = False
         try:
             return await self._engines.write(lambda c: self._sql.commit(c, ws, events_after))
+        except VersionConflict:
+            conflict = True
+            raise
         except IntegrityError as e:
             if ws.idempotency is not None and "idempotency" in str(e.orig).lower():
                 raise DuplicateRequest(ws.idempotency.key) from e
             raise
+        finally:
+            if self.observer is not None:
+                self.observer(time.perf_counter() - started, conflict)
 
     async def delete_thread(
         self, scope: str, thread_id: str, *, expected_version: int | None = None

@@ -20,6 +20,7 @@ from pai_grpc.domain import StepStreamChunk, TextDeltaChunk
 from pai_grpc.models import ModelCall, ScriptedModel, last_user_text, text_step
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.server import App
+from pai_grpc.telemetry import Telemetry
 from storage import Store, upgrade
 
 CLIENTS = 16
@@ -44,7 +45,9 @@ def _model() -> ScriptedModel:
     return ScriptedModel(_reply)
 
 
-async def _app(backend: str, workdir: Path) -> tuple[App, str | None]:
+async def _app(
+    backend: str, workdir: Path, telemetry: Telemetry | None = None
+) -> tuple[App, str | None]:
     schema = None
     if backend == "sqlite":
         url = f"sqlite:///{workdir / f'runs-{time.time_ns()}.db'}"
@@ -66,6 +69,7 @@ async def _app(backend: str, workdir: Path) -> tuple[App, str | None]:
         ),
         AgentRegistry([Agent(name=DEFAULT_AGENT, model=_model())]),
         store=store,
+        telemetry=telemetry,
     )
     await app.start()
     return app, schema

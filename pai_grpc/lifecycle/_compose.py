@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -65,7 +66,7 @@ from pai_grpc.lifecycle._patches import (
     apply_patch,
     coerce_patch,
 )
-from pai_grpc.telemetry import tracing
+from pai_grpc.telemetry import current_run, tracing
 
 
 def hook_name(part: AgentLifecycle, index: int) -> str:
@@ -355,6 +356,8 @@ def _merge_next(a: NextStep | None, b: NextStep) -> NextStep:
 
 
 async def _call(name: str, phase: str, result: Awaitable[Any] | Any) -> Any:
+    run = current_run.get()  # None outside a run's execution (history rewrites)
+    started = time.perf_counter()
     with tracing.hook_span(phase, name):
         try:
             return await maybe_await(result)
@@ -362,7 +365,16 @@ async def _call(name: str, phase: str, result: Awaitable[Any] | Any) -> Any:
             # Our own errors (an inner hook's failure, a model error through next()) pass as-is.
             raise
         except Exception as e:
+            if run is not None:
+                run.metrics.hook_failures.add(
+                    1, {"plugin": name, "phase": phase, "reason": HookError.default_reason}
+                )
             raise HookError(name, phase, e) from e
+        finally:
+            if run is not None:
+                run.metrics.hook_duration.record(
+                    time.perf_counter() - started, {"plugin": name, "phase": phase}
+                )
 
 
 def _check_max_steps(name: str, patches: list[RunPatch]) -> None:

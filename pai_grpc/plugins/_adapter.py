@@ -99,7 +99,7 @@ from pai_grpc.plugins._errors import (
     classify,
 )
 from pai_grpc.plugins._host import Grant, HookHost
-from pai_grpc.telemetry import Telemetry, tracing
+from pai_grpc.telemetry import Telemetry, current_run, tracing
 
 log = logging.getLogger("pai_grpc.plugins")
 
@@ -282,6 +282,10 @@ class RemoteLifecycle(AgentLifecycle):
         """Apply the failure policy: raise (closed) or record and skip (open)."""
         if isinstance(failure, PluginFailure):
             self.backoff.failed()
+            run = current_run.get()
+            if run is not None:
+                labels = {"plugin": self.plugin, "phase": phase, "reason": failure.reason}
+                run.metrics.hook_failures.add(1, labels)
             if self.policy(phase).failure_mode == "open":
                 log.warning("%s (failing open)", failure.message)
                 tracing.hook_failed_open(failure.reason)

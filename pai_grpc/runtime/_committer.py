@@ -34,6 +34,7 @@ from pai_grpc.runtime._services import Services
 from pai_grpc.runtime._sink import EventSink
 from pai_grpc.runtime._tool_phase import ToolOutcome, merge_outcomes
 from pai_grpc.streams import ThreadHint
+from pai_grpc.telemetry import bounded_reason
 from storage import (
     NOW,
     PROMOTE_NEXT,
@@ -80,9 +81,12 @@ class RunCommitter:
         lease: Lease,
         sink: EventSink,
         report: HookReport,
+        agent: str = "",
     ) -> None:
         self._services = services
         self._report = report
+        self._agent = agent
+        self._started_at = run.started_at
         self.sink = sink
         self.run_id = run.id
         self.scope = run.scope
@@ -95,9 +99,20 @@ class RunCommitter:
         self.input: dict[str, Any] = dict(run.input)
         #: (status, reason) of the terminal or waiting transition, once committed.
         self.ended: tuple[str, str | None] | None = None
+        #: Called once, at the first content chunk emitted (time to first chunk).
+        self.on_first_chunk: Callable[[], None] | None = None
 
     def emit(self, payload: RunEventPayload) -> RunEvent:
         """Emit one live event of this run."""
+        first = self.on_first_chunk
+        # start-step is the runtime's own marker, not content.
+        if (
+            first is not None
+            and isinstance(payload, ChunkEvent)
+            and payload.chunk.type != "start-step"
+        ):
+            first()
+            self.on_first_chunk = None
         return self.sink.emit(payload)
 
     def check_sink(self) -> None:
@@ -195,7 +210,19 @@ class RunCommitter:
             runnable=True,
         )
         self.ended = (status, reason)
+        self._count_finished(status, reason)
         raise Stop
+
+    def _count_finished(self, status: str, reason: str | None) -> None:
+        metrics = self._services.metrics
+        metrics.runs_finished.add(
+            1, {"agent": self._agent, "status": status, "reason": bounded_reason(reason)}
+        )
+        if self._started_at is not None:
+            # started_at is the database's clock at the first claim; hosts keep
+            # clocks in step closely enough for a histogram of seconds.
+            elapsed = (datetime.now(UTC) - self._started_at).total_seconds()
+            metrics.run_duration.record(max(elapsed, 0.0), {"agent": self._agent})
 
     async def commit_outcomes(
         self, message_id: str, parts: list[MessagePart], outcomes: Sequence[ToolOutcome]

@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 from pai_grpc.domain import (
@@ -52,7 +54,7 @@ from pai_grpc.runtime._tool_phase import (
     recovered,
     validate_calls,
 )
-from pai_grpc.telemetry import tracing
+from pai_grpc.telemetry import RunLabels, current_run, tracing
 from pai_grpc.tools import InitialEntry
 from storage import (
     ClaimedRun,
@@ -101,14 +103,34 @@ class RunExecutor:
         )
         self._report = HookReport.from_json(list(run.hook_failures))
         self._committer = RunCommitter(
-            services=services, run=run, lease=claimed.lease, sink=self.sink, report=self._report
+            services=services,
+            run=run,
+            lease=claimed.lease,
+            sink=self.sink,
+            report=self._report,
+            agent=agent.name,
         )
+        self._metrics = services.metrics
+        if run.attempts == 1 and run.execution_started_at is not None:
+            self._committer.on_first_chunk = self._first_chunk(
+                run.execution_started_at - run.created_at
+            )
         self._pipeline = HookPipeline(
             services=services, agent=agent, run=run, committer=self._committer
         )
         self.lease_lost = False
         self._cancel_reason: str | None = None
         self._task: asyncio.Task[Any] | None = None
+
+    def _first_chunk(self, queued: timedelta) -> Callable[[], None]:
+        """Records the time to first chunk: the queue wait (database clock), then ours."""
+        claimed = time.monotonic()
+
+        def record() -> None:
+            elapsed = queued.total_seconds() + time.monotonic() - claimed
+            self._metrics.time_to_first_chunk.record(elapsed, {"agent": self._agent.name})
+
+        return record
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Stop the episode: the provider stream is aborted and the cancellation committed."""
@@ -142,6 +164,7 @@ class RunExecutor:
     async def _execute(self) -> None:
         self._task = asyncio.current_task()
         current_report.set(self._report)  # this task's context: remote hooks report here
+        current_run.set(RunLabels(self.run_id, self._thread_id, self._agent.name, self._metrics))
         heartbeat = asyncio.create_task(self._heartbeat())
         try:
             await self._episode()
@@ -339,6 +362,7 @@ class RunExecutor:
                 message=None,
             )
         self._committer.usage = self._committer.usage + reducer.usage
+        self._count_tokens(result)
         self._committer.step_count += 1
         parts = reducer.finalize()
         message_id = new_id("msg")
@@ -347,6 +371,7 @@ class RunExecutor:
             advertised = frozenset(t.name for t in result.request.tools)
         phase = self._tool_phase(message_id, advertised, result.step)
         valid, rejected = validate_calls(phase, reducer, parts)
+        self._count_tools(rejected)
         for outcome in rejected:
             for chunk in outcome.chunks:
                 self._committer.emit(ChunkEvent(chunk=chunk))
@@ -365,6 +390,7 @@ class RunExecutor:
             # successor knows which ones may have had side effects (TH-03).
             await self._committer.commit_step(message)
             outcomes = await phase.run(valid)
+            self._count_tools(outcomes)
         decision = await self._pipeline.after_step(result, message, merge_outcomes(parts, outcomes))
         if isinstance(decision, Complete):
             await self._complete_step(
@@ -524,7 +550,39 @@ class RunExecutor:
             else:
                 outcomes.append(await phase.conclude(recovered(part), tool, InitialEntry(), []))
         self._committer.input = {**self._committer.input, "suspends": suspends}
+        self._count_tools(outcomes)
         await self._committer.commit_outcomes(message.id, parts, outcomes)
+
+    # ---- metrics ------------------------------------------------------------------
+
+    def _count_tokens(self, result: StepResult) -> None:
+        usage = result.reducer.usage
+        model = result.request.model.model_id
+        for direction, tokens in (
+            ("input", usage.input_tokens),
+            ("output", usage.output_tokens),
+            ("cache_read", usage.cache_read_tokens),
+            ("cache_write", usage.cache_write_tokens),
+        ):
+            if tokens:
+                self._metrics.model_tokens.add(tokens, {"model": model, "direction": direction})
+
+    def _count_tools(self, outcomes: Iterable[ToolOutcome]) -> None:
+        known = self._agent.tool_map()
+        for outcome in outcomes:
+            # A name the model invented is not a label value: it could be anything.
+            name = outcome.part.tool_name
+            self._metrics.tool_calls.add(
+                1,
+                {
+                    "tool": name if name in known else "_unknown",
+                    "outcome": _TOOL_OUTCOMES.get(outcome.part.state, "waiting"),
+                },
+            )
+
+
+#: A decided tool part's state, as a tool call outcome (waiting states: ``waiting``).
+_TOOL_OUTCOMES = {"output-available": "ok", "output-error": "error", "output-denied": "denied"}
 
 
 def _traced_model_call(span: Any, result: StepResult) -> None:

@@ -76,6 +76,7 @@ class Runner:
     def start(self) -> None:
         """Start claiming."""
         if self._loop_task is None:
+            self._services.metrics.active_runs.add(0)  # the gauge exists before any run
             self._loop_task = asyncio.create_task(self._loop(), name=f"runner {self.owner}")
             log.info("runner %s started (concurrency %d)", self.owner, self._concurrency)
 
@@ -156,6 +157,7 @@ class Runner:
             self._executions[task] = execution
             self._by_run[claimed.run.id] = execution
             task.add_done_callback(self._finished)
+            self._count_claim(claimed, agent.name)
         except Exception:
             # Hand the run back so another claim (here or elsewhere) resumes it.
             log.exception("runner %s: could not start run %s", self.owner, claimed.run.id)
@@ -163,6 +165,21 @@ class Runner:
                 await self._services.store.release(claimed.lease)
         finally:
             self._release(1)
+
+    def _count_claim(self, claimed: ClaimedRun, agent: str) -> None:
+        metrics = self._services.metrics
+        metrics.active_runs.add(1)
+        run = claimed.run
+        if run.attempts > 1:
+            # A resumed run (its pending actions answered) is claimed again by design.
+            if run.operation != "resume":
+                metrics.lease_recoveries.add(1)
+            return
+        metrics.runs_started.add(1, {"agent": agent})
+        if run.execution_started_at is not None:
+            # Both instants come from the database's clock.
+            waited = (run.execution_started_at - run.created_at).total_seconds()
+            metrics.run_queue.record(max(waited, 0.0), {"agent": agent})
 
     # ---- direct hand-off (Send on an idle thread) ---------------------------
 
@@ -195,6 +212,8 @@ class Runner:
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         execution = self._executions.pop(task, None)
+        if execution is not None:
+            self._services.metrics.active_runs.add(-1)
         if execution is not None and self._by_run.get(execution.run_id) is execution:
             del self._by_run[execution.run_id]
         if self._backlog:

@@ -12,7 +12,7 @@ from pai_grpc.runtime._quotas import ScopeQuotas
 from pai_grpc.runtime._signals import Signals
 from pai_grpc.runtime._validate import Limits
 from pai_grpc.streams import Broker, ThreadHint, ThreadHub
-from pai_grpc.telemetry import Telemetry
+from pai_grpc.telemetry import Metrics, Telemetry, metrics_for
 from storage import ClaimedRun, CommitResult, Store, WriteSet
 
 
@@ -64,6 +64,8 @@ class Services:
     ) -> Services:
         """Services with fresh in-process hubs."""
         broker, threads = Broker(), ThreadHub()
+        if telemetry is not None:
+            store.observer = metrics_for(telemetry).storage_observer(store.dialect)
         return cls(
             store=store,
             agents=agents,
@@ -75,6 +77,11 @@ class Services:
             history=HistoryRewrites(),
             telemetry=telemetry or Telemetry.noop(),
         )
+
+    @property
+    def metrics(self) -> Metrics:
+        """The metric instruments of :attr:`telemetry`."""
+        return metrics_for(self.telemetry)
 
     def bound_memory(self, *, run_event_buffer_bytes: int, context_cache_bytes: int) -> None:
         """Set the memory budgets: live events per executing run, and the context cache."""

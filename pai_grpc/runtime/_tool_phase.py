@@ -420,7 +420,9 @@ class ToolPhase:
         except asyncio.CancelledError:
             raise
         except Exception as e:  # an exception is a tool failure with source "throw"
-            log.warning("tool %s raised", part.tool_name, exc_info=True)
+            # The exception's text may quote the tool's input or data: only at DEBUG.
+            log.warning("tool %s raised %s", part.tool_name, type(e).__name__)
+            log.debug("tool %s raised", part.tool_name, exc_info=True)
             return _error(part, f"{type(e).__name__}: {e}", "throw")
         try:
             # Checked here, not at commit: an output no backend can store (U+0000, an

@@ -21,7 +21,7 @@ from pai_grpc.server._reflection import enable_reflection
 from pai_grpc.server._runs import RunService
 from pai_grpc.server._scope import ScopeResolver
 from pai_grpc.server._threads import ThreadService
-from pai_grpc.telemetry import Telemetry, tracing
+from pai_grpc.telemetry import Telemetry, rpc_interceptors, tracing
 from storage import Store, check_schema
 
 log = logging.getLogger("pai_grpc.server")
@@ -138,8 +138,12 @@ class App:
                 ("grpc.so_reuseport", 0),
                 *self.settings.keepalive.server_options(),
             ],
-            # A span per call, continuing the caller's traceparent (when traced).
-            interceptors=tracing.server_interceptors(self.runtime.services.telemetry),
+            # A span per call, continuing the caller's traceparent, and the RPC
+            # metrics (each only when this process exports them).
+            interceptors=[
+                *tracing.server_interceptors(self.runtime.services.telemetry),
+                *rpc_interceptors(self.runtime.services.telemetry),
+            ],
         )
         # Guarded: an undecodable request is INVALID_ARGUMENT with ErrorInfo, never UNKNOWN.
         add_guarded(

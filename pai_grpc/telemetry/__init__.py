@@ -9,42 +9,36 @@ explicitly rather than installed globally, so several apps in one process
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from opentelemetry import metrics, trace
-
 from pai_grpc.telemetry import _tracing as tracing
+from pai_grpc.telemetry._core import INSTRUMENTATION_NAME, Telemetry
 from pai_grpc.telemetry._jsonl import JsonLinesSpanExporter
+from pai_grpc.telemetry._logs import LOG_FORMATS, setup_logging
+from pai_grpc.telemetry._metrics import (
+    PROMETHEUS_NAMES,
+    Metrics,
+    RunLabels,
+    bounded_reason,
+    current_run,
+    metrics_for,
+)
+from pai_grpc.telemetry._rpc_metrics import rpc_interceptors
+from pai_grpc.telemetry._setup import start_metrics
 from pai_grpc.telemetry._tracing import tracer_provider_from_settings
 
 __all__ = [
     "INSTRUMENTATION_NAME",
+    "LOG_FORMATS",
+    "PROMETHEUS_NAMES",
     "JsonLinesSpanExporter",
+    "Metrics",
+    "RunLabels",
     "Telemetry",
+    "bounded_reason",
+    "current_run",
+    "metrics_for",
+    "rpc_interceptors",
+    "setup_logging",
+    "start_metrics",
     "tracer_provider_from_settings",
     "tracing",
 ]
-
-#: The instrumentation scope of every tracer and meter of the service.
-INSTRUMENTATION_NAME = "pai_grpc"
-
-
-@dataclass(frozen=True)
-class Telemetry:
-    """The tracer and meter providers one process records through."""
-
-    tracer_provider: trace.TracerProvider
-    meter_provider: metrics.MeterProvider
-
-    @classmethod
-    def noop(cls) -> Telemetry:
-        """Telemetry that records nothing (the default)."""
-        return cls(trace.NoOpTracerProvider(), metrics.NoOpMeterProvider())
-
-    def tracer(self) -> trace.Tracer:
-        """The service's tracer."""
-        return self.tracer_provider.get_tracer(INSTRUMENTATION_NAME)
-
-    def meter(self) -> metrics.Meter:
-        """The service's meter."""
-        return self.meter_provider.get_meter(INSTRUMENTATION_NAME)

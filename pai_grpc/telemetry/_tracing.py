@@ -45,7 +45,7 @@ from pai_grpc.telemetry._jsonl import JsonLinesSpanExporter
 
 if TYPE_CHECKING:  # the package imports this module: no import back at run time
     from pai_grpc.config import Settings
-    from pai_grpc.telemetry import Telemetry
+    from pai_grpc.telemetry._core import Telemetry
 
 __all__ = [
     "RECOVERED_EVENT",
