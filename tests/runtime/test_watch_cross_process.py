@@ -60,6 +60,11 @@ async def _scenario(srv: InProcessServer) -> list[Event]:
     watch = Watcher(srv.threads.WatchThread(tpb.WatchThreadRequest(thread_id=thread_id)))
     raw: list[tpb.WatchThreadResponse] = []
     try:
+        # The snapshot first: a Send committed before the watch is live would be
+        # folded into the snapshot instead of arriving as its own event.
+        snapshot = await watch.next(timeout=10)
+        assert snapshot is not None and snapshot.change == tpb.THREAD_CHANGE_SNAPSHOT, snapshot
+        raw.append(snapshot)
         for word in ("hi", "again"):
             handle = await send(srv, thread_id, word)
             await wait_run(srv, handle.run_id)
