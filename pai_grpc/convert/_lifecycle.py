@@ -40,7 +40,7 @@ from pai_grpc.convert._threads import (
     visibility_to_proto,
 )
 from pai_grpc.domain import InitialEntry, ResumeEntry, ToolCallChunk, ToolEntry
-from pai_grpc.lifecycle._inputs import (
+from pai_grpc.lifecycle import (
     HistoryRewrite,
     RegenerateRewrite,
     StepInfo,

@@ -479,7 +479,7 @@ def resolution_from_proto(request: run_service_pb2.ResolvePendingActionRequest) 
     Raises:
         ValueError: No ``resolution`` arm is set (the message names the field
             ``resolution``), or a JSON value is not strict (chained from
-            :class:`storage.InvalidJson`, which names the offending path).
+            :class:`pai_grpc.domain.NotStrictJson`, which names the offending path).
     """
     match request.WhichOneof("resolution"):
         case "tool_result":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pai_grpc.lifecycle import PHASES
+from pai_grpc.lifecycle.internal import PHASES
 
 FailureMode = Literal["closed", "open"]
 DEFAULT_TIMEOUT = 1.0

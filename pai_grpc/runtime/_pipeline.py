@@ -31,8 +31,8 @@ from pai_grpc.domain import (
     ToolModelMessage,
     UserModelMessage,
     new_id,
+    new_ulid,
 )
-from pai_grpc.domain._ids import new_ulid
 from pai_grpc.lifecycle import (
     AbortSignal,
     AbortStep,
@@ -42,6 +42,7 @@ from pai_grpc.lifecycle import (
     Block,
     Complete,
     Continue,
+    FacadeClosed,
     Fail,
     InvalidDecision,
     ModelStepRequest,
@@ -56,17 +57,14 @@ from pai_grpc.lifecycle import (
     StepSummary,
     TransformStepStreamInput,
     UiDataWriter,
-    apply_patch,
     compose_lifecycle,
-    instructions_of,
 )
-from pai_grpc.lifecycle._commit import FacadeState
-from pai_grpc.lifecycle._errors import FacadeClosed
-from pai_grpc.lifecycle._facade import LifecycleRun, LifecycleThread, ModelHistory
-from pai_grpc.lifecycle._stream import response_chunks
+from pai_grpc.lifecycle.internal import apply_patch, instructions_of, response_chunks
 from pai_grpc.runtime._agents import Agent
 from pai_grpc.runtime._committer import RunCommitter, RunFailure, lifecycle_draft
+from pai_grpc.runtime._facade import LifecycleRun, LifecycleThread, ModelHistory
 from pai_grpc.runtime._facade_backend import FacadeBackend
+from pai_grpc.runtime._facade_commit import FacadeState
 from pai_grpc.runtime._model_step import (
     CalledModel,
     ModelCaller,
