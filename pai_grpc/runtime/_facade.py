@@ -1,9 +1,8 @@
 """The runtime-owned thread facade handed to hooks (LC-01..12, RMC-05..08).
 
 It implements the facade Protocols of :mod:`pai_grpc.lifecycle` over the
-storage provider; a plugin process gets the SDK's proxies instead.
-
-Not the storage provider: reads are explicit, lazy, scoped to the current
+storage provider (a plugin process gets the SDK's proxies instead), without
+being one: reads are explicit, lazy, scoped to the current
 thread and paginated; writes are fenced by the run's current lease, so they
 work through one execution episode and are refused while the run waits,
 after it ends, or after the lease was lost. ``mutate()`` stages writes and
