@@ -92,7 +92,7 @@ from pai_grpc.lifecycle import (
     RedactSecrets,
     compose_lifecycle,
 )
-from pai_grpc.lifecycle._contract import contract_from_config
+from pai_grpc.lifecycle.internal import contract_from_config
 from pai_grpc.models import OFFLINE_NOTICE, ModelRegistry, UnknownModel
 from pai_grpc.plugins import HookHost, PhasePolicy, PluginConfig, PluginConfigError, RemoteLifecycle
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry

@@ -1,8 +1,10 @@
 """Strict JSON: the only values a provider will write.
 
-Rejects NaN and infinities, integers outside ``±(2**53 - 1)``, strings
-holding U+0000 or lone surrogates, bytes, non-string object keys, tuples,
-sets and every other non-JSON Python value *before* anything reaches the
+The rules live in :mod:`pai_grpc.domain` (the wire obeys them too); this
+module applies them before any write. They reject NaN and infinities,
+integers outside ``±(2**53 - 1)``, strings holding U+0000 or lone
+surrogates, bytes, non-string object keys, tuples, sets and every other
+non-JSON Python value *before* anything reaches the
 database, so a rejected write set never half-applies and both backends
 accept exactly the same values.
 
@@ -19,24 +21,19 @@ import json
 import math
 from typing import TypeAlias
 
+from pai_grpc.domain import MAX_SAFE_INTEGER, NotStrictJson
+from pai_grpc.domain import check_strict_json as _check_strict_json
 from storage.errors import InvalidJson
 
 JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"
 JsonObject: TypeAlias = "dict[str, JsonValue]"
 
-#: Integers beyond this cannot survive a round trip through JSON numbers in
-#: other languages (or google.protobuf.Value), so they are rejected.
-MAX_SAFE_INTEGER = 2**53 - 1
-#: Each JSON level is three protobuf levels in google.protobuf.Value (Value ->
-#: Struct/ListValue -> map entry or repeated Value), and protobuf parsers stop
-#: at about 100 levels: 32 JSON levels are 96 protobuf levels, leaving room
-#: for the request message that holds the value. (A request nesting 35 objects
-#: cannot even be decoded; the server answers it MALFORMED_REQUEST.)
-MAX_DEPTH = 32
-
 
 def check_strict_json(value: object, *, path: str = "$", allow_nul: bool = False) -> None:
     """Raise :class:`InvalidJson` unless ``value`` is strict JSON.
+
+    The rules are the project's (:func:`pai_grpc.domain.check_strict_json`);
+    a violation is a storage error here, so nothing is written.
 
     Args:
         value: The value to check.
@@ -44,49 +41,10 @@ def check_strict_json(value: object, *, path: str = "$", allow_nul: bool = False
         allow_nul: Accept U+0000 in strings: for values that only travel
             (the wire carries it); nothing holding it can be stored.
     """
-    _check(value, path, 0, not allow_nul)
-
-
-def _check(value: object, path: str, depth: int, no_nul: bool) -> None:
-    if depth > MAX_DEPTH:
-        raise InvalidJson(path, f"nested deeper than {MAX_DEPTH} levels")
-    if value is None or isinstance(value, bool):
-        return
-    if isinstance(value, str):
-        _check_text(value, path, no_nul)
-        return
-    if isinstance(value, int):
-        if abs(value) > MAX_SAFE_INTEGER:
-            raise InvalidJson(path, "integer outside the safe range of JSON numbers")
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidJson(path, f"{value!r} is not a JSON number")
-        return
-    if isinstance(value, list):
-        for i, item in enumerate(value):
-            _check(item, f"{path}[{i}]", depth + 1, no_nul)
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise InvalidJson(path, f"object key {key!r} is not a string")
-            _check_text(key, path, no_nul)
-            _check(item, f"{path}.{key}", depth + 1, no_nul)
-        return
-    raise InvalidJson(path, f"{type(value).__name__} is not a JSON value")
-
-
-def _check_text(value: str, path: str, no_nul: bool) -> None:
-    # PostgreSQL text and jsonb cannot hold U+0000; reject it on every backend alike.
-    if no_nul and "\x00" in value:
-        raise InvalidJson(path, "string contains U+0000 (NUL)")
-    # Lone surrogates are valid Python but not UTF-8: no database or wire can carry them.
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidJson(path, "string is not valid Unicode (lone surrogate)") from None
+    try:
+        _check_strict_json(value, path=path, allow_nul=allow_nul)
+    except NotStrictJson as e:
+        raise InvalidJson(e.path, e.detail) from None
 
 
 def strict_object(value: object, *, path: str = "$") -> JsonObject:

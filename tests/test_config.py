@@ -204,7 +204,6 @@ def test_the_config_mirrors_the_runtime_it_configures() -> None:
     from pai_grpc import _config_file as cf
     from pai_grpc.domain import ModelSettings
     from pai_grpc.lifecycle import (
-        PHASES,
         AgentLifecycle,
         ContextCompactor,
         ModelFallback,
@@ -212,6 +211,7 @@ def test_the_config_mirrors_the_runtime_it_configures() -> None:
         RecentWindow,
         RedactSecrets,
     )
+    from pai_grpc.lifecycle.internal import PHASES
     from pai_grpc.plugins import PluginConfig
 
     assert cf.PhaseName.__args__ == PHASES  # type: ignore[attr-defined]
@@ -243,7 +243,7 @@ async def test_phase_overrides_inherit_the_plugins_timeout_and_failure_mode(
     tmp_path: Path, database_url: str
 ) -> None:
     from pai_grpc._agents_setup import load_agents
-    from pai_grpc.lifecycle import ComposedLifecycle
+    from pai_grpc.lifecycle.internal import ComposedLifecycle
     from pai_grpc.plugins import PhasePolicy, RemoteLifecycle
     from pai_grpc.testing import serve_in_process
     from tests.plugins.fakes import Behaviour, serve_fake

@@ -42,8 +42,6 @@ from pai_grpc.domain import (
 )
 from pai_grpc.domain._model import ToolSourceName
 from pai_grpc.lifecycle import (
-    PHASES,
-    UNSET,
     AbortSignal,
     AssistantResponse,
     Block,
@@ -70,8 +68,8 @@ from pai_grpc.lifecycle import (
     ToolResult,
     VisibilityChange,
     VisibilityRewrite,
-    apply_patch,
 )
+from pai_grpc.lifecycle.internal import PHASES, UNSET, apply_patch
 from pai_grpc.tools import InitialEntry, ResumeEntry
 from tests.test_convert_roundtrip import (
     CHUNK_ARMS,
@@ -730,6 +728,26 @@ def test_fold_rules() -> None:
     assert convert.fold_patches([None], RunPatch) is None
     single = RunPatch(max_steps=2)
     assert convert.fold_patches(single, RunPatch) == single
+
+
+def test_fold_combines_attempt_signals_as_applying_does() -> None:
+    # apply_patch never replaces an attempt signal; neither does the fold.
+    first, second = AbortSignal(), AbortSignal()
+    folded = convert.fold_patches(
+        [ModelCallPatch(signal=first), ModelCallPatch(signal=None), ModelCallPatch(signal=second)],
+        ModelCallPatch,
+    )
+    assert folded is not None
+    assert isinstance(folded.signal, AbortSignal)
+    assert not folded.signal.aborted
+    first.abort("outer")
+    assert folded.signal.aborted
+    assert folded.signal.reason == "outer"
+    applied = apply_patch(_base_request(), folded)
+    assert applied.attempt_signals == (folded.signal,)
+    lone = convert.fold_patches([ModelCallPatch(signal=second), ModelCallPatch()], ModelCallPatch)
+    assert lone is not None
+    assert lone.signal is second
 
 
 def test_fold_rejects_foreign_patches() -> None:

@@ -14,6 +14,9 @@ root package ``pai_grpc`` itself are not edges (every submodule loads it).
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pai_grpc
@@ -126,3 +129,74 @@ def test_tools_sit_below_the_conversion_layer() -> None:
     assert edges.get("tools", set()) <= {"domain", "errors"}
     assert "convert" in edges["toolservice"]
     assert not any("toolservice" in edges.get(p, set()) for p in ("convert", "tools", "domain"))
+
+
+def test_the_plugin_sdk_loads_neither_storage_nor_the_runtime() -> None:
+    # A plugin process imports the hook-author API and the SDK only: no
+    # database layer, no SQL toolkit, no runtime, no server.
+    code = "import json, sys\nimport pai_grpc.plugin_sdk\nprint(json.dumps(sorted(sys.modules)))\n"
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60
+    ).stdout
+    loaded = json.loads(out)
+    forbidden = ("storage", "sqlalchemy", "pai_grpc.runtime", "pai_grpc.server")
+    leaked = [m for m in loaded if any(m == f or m.startswith(f + ".") for f in forbidden)]
+    assert leaked == []
+    assert "pai_grpc.lifecycle" in loaded  # the check saw a real import of the SDK
+
+
+def _owner(module: list[str]) -> list[str]:
+    """The package that owns a module: ``pai_grpc.<first level>`` or ``storage``."""
+    return module[:2] if module[0] == "pai_grpc" else module[:1]
+
+
+def _is_module(dotted: str) -> bool:
+    """Whether a dotted name is a module or package of this project (not a name in one)."""
+    parts = dotted.split(".")
+    base = ROOT.parent.joinpath(*parts)
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def private_imports(source: str, module: list[str], package: list[str]) -> list[str]:
+    """The ``_private`` modules of other packages that ``source`` (``module``) imports."""
+    out: list[str] = []
+    for imported in sorted(imported_modules(source, package)):
+        parts = imported.split(".")
+        if parts[0] not in ("pai_grpc", "storage") or not _is_module(imported):
+            continue
+        owner = _owner(parts)
+        if owner == _owner(module):
+            continue
+        if any(p.startswith("_") and not p.startswith("__") for p in parts[len(owner) :]):
+            out.append(imported)
+    return out
+
+
+def test_no_package_imports_another_packages_private_modules() -> None:
+    # A package's `_private` modules are its own; other packages go through
+    # its public modules (its __init__, or a documented module such as
+    # pai_grpc.lifecycle.internal). Top-level modules of the root package
+    # (pai_grpc._wire, pai_grpc._config_file, ...) are packages of their own.
+    offending: list[str] = []
+    for root in (ROOT, ROOT.parent / "storage"):
+        for path in sorted(root.rglob("*.py")):
+            parts = [*path.relative_to(ROOT.parent).with_suffix("").parts]
+            module = parts[:-1] if parts[-1] == "__init__" else parts
+            package = module if path.name == "__init__.py" else module[:-1]
+            offending += [
+                f"{'.'.join(module)} -> {imported}"
+                for imported in private_imports(path.read_text(), module, package)
+            ]
+    assert offending == []
+
+
+def test_the_private_import_check_sees_other_packages_private_modules() -> None:
+    source = (
+        "from pai_grpc.lifecycle._compose import Effective\n"
+        "from pai_grpc.lifecycle import internal\n"
+        "from storage._json import check_strict_json\n"
+        "from ._facade import LifecycleThread\n"
+        "from pai_grpc._wire import guard\n"
+    )
+    found = private_imports(source, ["pai_grpc", "runtime", "_x"], ["pai_grpc", "runtime"])
+    assert found == ["pai_grpc.lifecycle._compose", "storage._json"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,6 @@ from pai_grpc.lifecycle import (
     UiDataWriter,
     compose_lifecycle,
 )
-from pai_grpc.lifecycle._facade import LifecycleRun
 from pai_grpc.models import ScriptedModel, text_step
 from pai_grpc.plugin_sdk import serve_plugin
 from pai_grpc.plugins import HookHost, PluginConfig, RemoteLifecycle
@@ -93,15 +93,28 @@ async def _latency(fn: Callable[[], Awaitable[object]], calls: int = CALLS) -> f
     return median_ms(samples)
 
 
+@dataclass
+class _BenchRun:
+    """The run a hook sees, without a database (its metadata clients are never called)."""
+
+    run_id: str
+    thread_id: str
+    initiator: str
+    started_at: None
+    execution: Execution
+    metadata: Any
+    private_metadata: Any
+
+
 def _inputs() -> dict[str, Any]:
-    run = LifecycleRun(
+    run = _BenchRun(
         run_id="run_bench",
         thread_id="thr_bench",
         initiator="send",
         started_at=None,
         execution=Execution(operation="send", started_at=None),
-        metadata=None,  # type: ignore[arg-type]
-        private_metadata=None,  # type: ignore[arg-type]
+        metadata=None,
+        private_metadata=None,
     )
     base: dict[str, Any] = {"run": run, "thread": None}
     request = ModelStepRequest(

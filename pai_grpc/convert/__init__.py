@@ -26,13 +26,13 @@ Conventions:
 """
 
 from pai_grpc.convert._chunks import (
-    chunk_from_proto,
     chunk_to_proto,
     finish_reason_from_proto,
     finish_reason_to_proto,
     usage_from_proto,
     usage_to_proto,
 )
+from pai_grpc.convert._chunks_read import chunk_from_proto
 from pai_grpc.convert._decisions import (
     after_step_result_from_proto,
     after_step_result_to_proto,

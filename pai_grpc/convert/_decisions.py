@@ -51,7 +51,7 @@ from pai_grpc.convert._patches import (
     run_patch_to_proto,
 )
 from pai_grpc.domain import ModelMessage
-from pai_grpc.lifecycle._decisions import (
+from pai_grpc.lifecycle import (
     AfterStepResult,
     AfterToolResultResult,
     AssistantResponse,
@@ -61,6 +61,7 @@ from pai_grpc.lifecycle._decisions import (
     Continue,
     Fail,
     HistoryRewritePatch,
+    ModelStepPatch,
     NextStep,
     PrepareModelStepResult,
     PrepareRunResult,
@@ -69,10 +70,10 @@ from pai_grpc.lifecycle._decisions import (
     ReplaceMessage,
     ReplaceOutput,
     Respond,
+    RunPatch,
     Skip,
     StepAbort,
 )
-from pai_grpc.lifecycle._patches import ModelStepPatch, RunPatch
 
 RespondOutcome: TypeAlias = Literal["completed", "blocked"]
 AbortOutcome: TypeAlias = Literal["blocked", "failed"]

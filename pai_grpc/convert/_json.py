@@ -8,8 +8,8 @@ back gives an ``int`` when the double is integral and within
 ``±(2**53 - 1)`` (the range where doubles hold integers exactly), else a
 ``float``. Both directions reject non-strict JSON (NaN, infinities,
 non-string keys, non-JSON Python values, nesting deeper than
-:data:`storage._json.MAX_DEPTH`) with :class:`ValueError`; the underlying
-:class:`storage.errors.InvalidJson` is chained as ``__cause__``. Strings
+:data:`pai_grpc.domain._strict_json.MAX_DEPTH`) with :class:`ValueError`; the underlying
+:class:`pai_grpc.domain.NotStrictJson` is chained as ``__cause__``. Strings
 holding U+0000 convert (protobuf carries them); storage rejects them.
 """
 
@@ -22,9 +22,13 @@ from typing import Generic, TypeVar
 from google.protobuf import struct_pb2, timestamp_pb2
 from google.protobuf.message import Message as ProtoMessage
 
-from pai_grpc.domain import JsonObject, JsonValue
-from storage._json import MAX_SAFE_INTEGER, check_strict_json
-from storage.errors import InvalidJson
+from pai_grpc.domain import (
+    MAX_SAFE_INTEGER,
+    JsonObject,
+    JsonValue,
+    NotStrictJson,
+    check_strict_json,
+)
 
 # --------------------------------------------------------------------------- JSON
 
@@ -32,9 +36,9 @@ from storage.errors import InvalidJson
 def _check(value: object, path: str) -> None:
     try:
         # The wire carries U+0000; whether it may be stored is decided where
-        # values are validated and written (see storage._json).
+        # values are validated and written (see the storage provider).
         check_strict_json(value, path=path, allow_nul=True)
-    except InvalidJson as exc:
+    except NotStrictJson as exc:
         raise ValueError(f"not strict JSON: {exc}") from exc
 
 
@@ -107,7 +111,7 @@ def value_to_proto(value: JsonValue, *, path: str = "$") -> struct_pb2.Value:
 
     Raises:
         ValueError: The value is not strict JSON (chained from
-            :class:`storage.errors.InvalidJson`).
+            :class:`pai_grpc.domain.NotStrictJson`).
     """
     _check(value, path)
     pb = struct_pb2.Value()

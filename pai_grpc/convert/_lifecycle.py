@@ -17,11 +17,11 @@ from pai.v1 import chunks_pb2, lifecycle_pb2, tools_pb2
 from pai.v1 import lifecycle_plugin_service_pb2 as plugin_pb2
 from pai_grpc.convert._chunks import (
     FINISH_REASONS,
-    chunk_from_proto,
     chunk_to_proto,
     usage_from_proto,
     usage_to_proto,
 )
+from pai_grpc.convert._chunks_read import chunk_from_proto
 from pai_grpc.convert._json import (
     EnumMap,
     optional_struct_from_proto,
@@ -40,7 +40,7 @@ from pai_grpc.convert._threads import (
     visibility_to_proto,
 )
 from pai_grpc.domain import InitialEntry, ResumeEntry, ToolCallChunk, ToolEntry
-from pai_grpc.lifecycle._inputs import (
+from pai_grpc.lifecycle import (
     HistoryRewrite,
     RegenerateRewrite,
     StepInfo,

@@ -24,6 +24,7 @@ from pai_grpc.convert._json import (
     value_to_proto,
 )
 from pai_grpc.domain import (
+    AssistantContent,
     AssistantModelMessage,
     ErrorJsonOutput,
     ErrorTextOutput,
@@ -40,10 +41,10 @@ from pai_grpc.domain import (
     ToolModelMessage,
     ToolResultOutput,
     ToolSourceName,
+    UserContent,
     UserModelMessage,
 )
-from pai_grpc.domain._model import AssistantContent, UserContent
-from pai_grpc.lifecycle._patches import instructions_of
+from pai_grpc.lifecycle.internal import instructions_of
 
 TOOL_SOURCES: EnumMap[ToolSourceName, model_pb2.ToolSource] = EnumMap(
     "ToolSource",

@@ -43,8 +43,7 @@ from pai_grpc.convert._model import (
 )
 from pai_grpc.convert._parts import part_from_proto, part_to_proto
 from pai_grpc.domain import ModelSettings, ToolChoice, ToolManifestEntry
-from pai_grpc.lifecycle._decisions import AssistantResponse
-from pai_grpc.lifecycle._patches import ModelStepRequest
+from pai_grpc.lifecycle import AssistantResponse, ModelStepRequest
 from pai_grpc.models import LanguageModel, model_name
 
 #: Resolves a ``provider:model-id`` string to a model.

@@ -47,16 +47,10 @@ from pai_grpc.convert._model_request import (
     tool_manifest_from_proto,
     tool_manifest_to_proto,
 )
-from pai_grpc.domain import ModelSettings
 from pai_grpc.errors import InvalidArgument
-from pai_grpc.lifecycle._patches import (
-    UNSET,
-    ModelCallPatch,
-    ModelStepPatch,
-    ModelStepRequest,
-    RunPatch,
-    coerce_patch,
-)
+from pai_grpc.lifecycle import ModelCallPatch, ModelStepPatch, RunPatch
+from pai_grpc.lifecycle.internal import UNSET, coerce_patch, patch_fields
+from pai_grpc.lifecycle.internal import fold_patches as fold
 
 P = TypeVar("P", bound=ModelStepPatch | RunPatch)
 
@@ -75,22 +69,16 @@ def fold_patches(patches: Any, kind: type[P], *, path: str = "patch") -> P | Non
 
     This is how a :class:`~pai_grpc.lifecycle.Continue` whose ``patch`` is a
     list (as :func:`~pai_grpc.lifecycle.compose_lifecycle` returns) becomes
-    the single patch the contract carries. Later fields win;
-    ``model_settings`` merge field by field (:meth:`ModelSettings.merged`),
-    ``provider_options`` shallowly by key, ``append_model_messages``
-    concatenate; everything else is replaced. Two rules keep the fold equal to
-    applying the patches one by one with :func:`~pai_grpc.lifecycle.apply_patch`:
-    a patch carrying ``model`` drops the ``model_settings``,
-    ``provider_options``, ``provider_tools`` and ``tool_choice`` folded so
-    far (a fresh route clears them), and a patch carrying ``messages`` drops
-    the ``append_model_messages`` folded so far (they were appended to the
-    list it replaces). ``signal`` (model-call patches only) is replaced, not
-    combined.
+    the single patch the contract carries. The fold itself is the
+    lifecycle's (:func:`pai_grpc.lifecycle.internal.fold_patches`), so
+    applying the result equals applying the patches one by one with
+    :func:`~pai_grpc.lifecycle.internal.apply_patch`; this checks the items
+    first and names the bad one.
 
     Args:
         patches: ``None``, one patch, or a list of them (``None`` items are
             skipped). Dicts are accepted like hook results
-            (:func:`~pai_grpc.lifecycle.coerce_patch`).
+            (:func:`~pai_grpc.lifecycle.internal.coerce_patch`).
         kind: The patch class of the result (``RunPatch``,
             ``ModelStepPatch`` or ``ModelCallPatch``).
         path: Where the patches sit, for error messages.
@@ -99,42 +87,26 @@ def fold_patches(patches: Any, kind: type[P], *, path: str = "patch") -> P | Non
         The folded patch, or ``None`` when there is no patch at all.
 
     Raises:
-        ValueError: An item is not a ``kind`` (or a dict of its fields), or
-            sets a field ``kind`` does not have.
+        ValueError: An item is not a ``kind`` (or a dict of its fields), sets
+            a field ``kind`` does not have, or appends something other than
+            a list of messages.
     """
     items = list(patches) if isinstance(patches, list | tuple) else [patches]
-    names = [f.name for f in fields(kind)]
-    folded: dict[str, Any] = {}
-    found = False
+    names = {f.name for f in fields(kind)}
+    checked: list[P] = []
     for i, raw in enumerate(items):
         where = f"{path}[{i}]" if isinstance(patches, list | tuple) else path
         if raw is None:
             continue
         patch = _coerce(raw, kind, where)
-        found = True
-        values = {f.name: getattr(patch, f.name) for f in fields(patch)}
-        values = {name: value for name, value in values.items() if value is not UNSET}
-        extra = sorted(set(values) - set(names))
+        values = patch_fields(patch)
+        extra = sorted(set(values) - names)
         if extra:
             raise ValueError(f"{where}: a {kind.__name__} cannot carry {extra}")
-        if "model" in values:
-            # A fresh route clears the provider-specific fields (as apply_patch does).
-            for name in ModelStepRequest.ROUTE_FIELDS:
-                folded.pop(name, None)
-        if "messages" in values:
-            folded.pop("append_model_messages", None)
-        for name, value in values.items():
-            if name not in folded:
-                folded[name] = value
-            elif name == "model_settings" and isinstance(folded[name], ModelSettings):
-                folded[name] = folded[name].merged(value)
-            elif name == "provider_options" and isinstance(folded[name], dict):
-                folded[name] = {**folded[name], **value} if isinstance(value, dict) else value
-            elif name == "append_model_messages":
-                folded[name] = [*expect_list(folded[name], where), *expect_list(value, where)]
-            else:
-                folded[name] = value
-    return kind(**folded) if found else None
+        if "append_model_messages" in values:
+            expect_list(values["append_model_messages"], where)
+        checked.append(patch)
+    return fold(checked, kind)
 
 
 def _sparse_to_proto(patch: ModelStepPatch | RunPatch, path: str) -> dict[str, Any]:

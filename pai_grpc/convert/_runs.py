@@ -14,11 +14,11 @@ from typing import assert_never
 
 from pai.v1 import run_service_pb2, runs_pb2
 from pai_grpc.convert._chunks import (
-    chunk_from_proto,
     chunk_to_proto,
     usage_from_proto,
     usage_to_proto,
 )
+from pai_grpc.convert._chunks_read import chunk_from_proto
 from pai_grpc.convert._json import (
     EnumMap,
     object_from_proto,
@@ -479,7 +479,7 @@ def resolution_from_proto(request: run_service_pb2.ResolvePendingActionRequest) 
     Raises:
         ValueError: No ``resolution`` arm is set (the message names the field
             ``resolution``), or a JSON value is not strict (chained from
-            :class:`storage.InvalidJson`, which names the offending path).
+            :class:`pai_grpc.domain.NotStrictJson`, which names the offending path).
     """
     match request.WhichOneof("resolution"):
         case "tool_result":

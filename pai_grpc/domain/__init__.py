@@ -37,8 +37,9 @@ from pai_grpc.domain._chunks import (
     UrlSource,
     Usage,
 )
-from pai_grpc.domain._ids import is_valid_id, new_id
+from pai_grpc.domain._ids import is_valid_id, new_id, new_ulid
 from pai_grpc.domain._model import (
+    AssistantContent,
     AssistantModelMessage,
     ErrorJsonOutput,
     ErrorTextOutput,
@@ -58,6 +59,7 @@ from pai_grpc.domain._model import (
     ToolModelMessage,
     ToolResultOutput,
     ToolSourceName,
+    UserContent,
     UserModelMessage,
 )
 from pai_grpc.domain._parts import (
@@ -96,6 +98,7 @@ from pai_grpc.domain._runs import (
     RunStatus,
     StatusEvent,
 )
+from pai_grpc.domain._strict_json import MAX_SAFE_INTEGER, NotStrictJson, check_strict_json
 from pai_grpc.domain._threads import (
     Delivery,
     LifecycleMessage,
@@ -111,8 +114,10 @@ from pai_grpc.domain._threads import (
 from pai_grpc.domain._tools import InitialEntry, ResumeEntry, SuspendKind, ToolEntry
 
 __all__ = [
+    "MAX_SAFE_INTEGER",
     "TERMINAL_RUN_STATUSES",
     "AbortChunk",
+    "AssistantContent",
     "AssistantModelMessage",
     "ChunkEvent",
     "DataChunk",
@@ -146,6 +151,7 @@ __all__ = [
     "ModelTextPart",
     "ModelToolCallPart",
     "ModelToolResultPart",
+    "NotStrictJson",
     "PartState",
     "PendingAction",
     "PendingActionEvent",
@@ -208,8 +214,11 @@ __all__ = [
     "ToolState",
     "UrlSource",
     "Usage",
+    "UserContent",
     "UserModelMessage",
     "Visibility",
+    "check_strict_json",
     "is_valid_id",
     "new_id",
+    "new_ulid",
 ]

@@ -1,4 +1,25 @@
-"""Lifecycle hooks: the ten phases, composition, the thread facade, history rewrites."""
+"""Lifecycle hooks: the hook-author API.
+
+* :class:`AgentLifecycle` (subclass it) and :func:`lifecycle` (functions as
+  hooks); :func:`compose_lifecycle` runs several in order;
+* the phase inputs (``PrepareRunInput`` ... ``HistoryRewrittenInput``) and what
+  they carry (``StepInfo``, ``ToolInfo``, ``AbortSignal``, ...);
+* the decisions each phase may return (``Respond``, ``Continue``, ``Block``,
+  ...) and the patches they carry (``RunPatch``, ``ModelStepPatch``,
+  ``ModelCallPatch``) over a ``ModelStepRequest``;
+* the thread facade a hook writes through, as Protocols (``ThreadFacade``,
+  ``RunFacade``, ``HistoryFacade``, ``TransactionFacade``), with the ``Page``
+  it reads and the ``VersionConflict`` a compare-and-swap ``mutate()`` raises;
+* errors (``HookError``, ``InvalidDecision``, ``FacadeClosed``,
+  ``ContractViolation``, ``AbortStep``) and the agent's ``AgentContract``;
+* the built-in hooks users configure (``Quota``, ``RecentWindow``,
+  ``ContextCompactor``, ``RedactSecrets``, ``ModelFallback``).
+
+The same API serves hooks in process and in a plugin process
+(:mod:`pai_grpc.plugin_sdk`); nothing here loads storage or the runtime. The
+runtime's own plumbing (composition internals, patch application, hook
+reports) is in :mod:`pai_grpc.lifecycle.internal`.
+"""
 
 from pai_grpc.lifecycle._builtins import (
     DEFAULT_SECRET_PATTERNS,
@@ -8,7 +29,7 @@ from pai_grpc.lifecycle._builtins import (
     RedactSecrets,
 )
 from pai_grpc.lifecycle._compaction import ContextCompactor
-from pai_grpc.lifecycle._compose import ComposedLifecycle, compose_lifecycle
+from pai_grpc.lifecycle._compose import compose_lifecycle
 from pai_grpc.lifecycle._contract import AgentContract, ContractViolation
 from pai_grpc.lifecycle._decisions import (
     AfterStepResult,
@@ -31,11 +52,7 @@ from pai_grpc.lifecycle._decisions import (
     Skip,
     StepAbort,
 )
-from pai_grpc.lifecycle._errors import FacadeClosed, HookError, InvalidDecision
-from pai_grpc.lifecycle._facade import (
-    ContextProjection,
-    Execution,
-)
+from pai_grpc.lifecycle._errors import FacadeClosed, HookError, InvalidDecision, VersionConflict
 from pai_grpc.lifecycle._inputs import (
     AfterStepInput,
     AfterToolResultInput,
@@ -60,37 +77,28 @@ from pai_grpc.lifecycle._inputs import (
     VisibilityChange,
     VisibilityRewrite,
 )
-from pai_grpc.lifecycle._lifecycle import PHASES, AgentLifecycle, lifecycle
+from pai_grpc.lifecycle._lifecycle import AgentLifecycle, lifecycle
 from pai_grpc.lifecycle._patches import (
-    RUNTIME_OWNED,
-    UNSET,
     ModelCallPatch,
     ModelStepPatch,
     ModelStepRequest,
     RunPatch,
-    apply_patch,
-    coerce_patch,
-    instructions_of,
 )
 from pai_grpc.lifecycle._protocols import (
+    ContextProjection,
+    Execution,
     HistoryFacade,
+    Page,
     RunFacade,
     ThreadFacade,
     TransactionFacade,
     View,
 )
 from pai_grpc.lifecycle._signal import AbortSignal
-from pai_grpc.lifecycle._stream import AbortStep, missing_text_id
-
-# What a hook sees of storage: the facade pages its reads, and mutate() with an
-# expected version raises VersionConflict (the same class in process and remote).
-from storage import Page, VersionConflict
+from pai_grpc.lifecycle._stream import AbortStep
 
 __all__ = [
     "DEFAULT_SECRET_PATTERNS",
-    "PHASES",
-    "RUNTIME_OWNED",
-    "UNSET",
     "AbortSignal",
     "AbortStep",
     "AfterStepInput",
@@ -104,7 +112,6 @@ __all__ = [
     "BeforeToolCallResult",
     "Block",
     "Complete",
-    "ComposedLifecycle",
     "ContextCompactor",
     "ContextNext",
     "ContextProjection",
@@ -159,10 +166,6 @@ __all__ = [
     "View",
     "VisibilityChange",
     "VisibilityRewrite",
-    "apply_patch",
-    "coerce_patch",
     "compose_lifecycle",
-    "instructions_of",
     "lifecycle",
-    "missing_text_id",
 ]

@@ -23,6 +23,7 @@ from pai_grpc.domain import (
 )
 from pai_grpc.errors import ModelError
 from pai_grpc.lifecycle._decisions import AssistantResponse, Respond
+from pai_grpc.lifecycle._errors import VersionConflict
 from pai_grpc.lifecycle._inputs import (
     ContextNext,
     ModelCallNext,
@@ -35,7 +36,6 @@ from pai_grpc.lifecycle._lifecycle import AgentLifecycle
 from pai_grpc.lifecycle._patches import ModelCallPatch, ModelStepRequest
 from pai_grpc.lifecycle._protocols import TransactionFacade
 from pai_grpc.models import LanguageModel
-from storage import VersionConflict
 
 
 class RecentWindow(AgentLifecycle):

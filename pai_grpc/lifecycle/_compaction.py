@@ -32,6 +32,7 @@ from pai_grpc.domain import (
     UserModelMessage,
 )
 from pai_grpc.lifecycle._decisions import HistoryRewritePatch
+from pai_grpc.lifecycle._errors import VersionConflict
 from pai_grpc.lifecycle._inputs import (
     AfterStepInput,
     ContextNext,
@@ -41,7 +42,6 @@ from pai_grpc.lifecycle._inputs import (
 from pai_grpc.lifecycle._lifecycle import AgentLifecycle
 from pai_grpc.lifecycle._protocols import TransactionFacade
 from pai_grpc.models import LanguageModel, ModelCall
-from storage import VersionConflict
 
 log = logging.getLogger("pai_grpc.lifecycle.compaction")
 

@@ -18,6 +18,7 @@ from pai_grpc.domain import JsonObject, JsonValue
 from pai_grpc.errors import InvalidArgument
 
 Schema: TypeAlias = JsonObject | type[BaseModel]
+#: The metadata bags a contract validates.
 Bag: TypeAlias = Literal[
     "thread_metadata",
     "thread_private_metadata",

@@ -69,7 +69,9 @@ class Block:
     response: AssistantResponse | None = None
 
 
+#: What prepare_run may return (``None``: carry on unchanged).
 PrepareRunResult: TypeAlias = Continue | Respond | Complete | Fail
+#: What prepare_model_step may return (``None``: carry on unchanged).
 PrepareModelStepResult: TypeAlias = Continue | Respond | Block
 
 
@@ -111,7 +113,9 @@ class ReplaceMessage:
     message: str
 
 
+#: What before_tool_call may return (``None``: run the tool as called).
 BeforeToolCallResult: TypeAlias = Continue | ReplaceInput | Skip | Reject
+#: What after_tool_result may return (``None``: keep the result).
 AfterToolResultResult: TypeAlias = Continue | ReplaceOutput | ReplaceMessage
 
 
@@ -126,6 +130,7 @@ class NextStep:
     replace_model_messages: list[ModelMessage] | None = None
 
 
+#: What after_step may return (``None``: the runtime's own transition).
 AfterStepResult: TypeAlias = NextStep | Complete
 
 

@@ -37,3 +37,18 @@ class FacadeClosed(FailedPrecondition):
     """A facade write outside its episode (waiting, terminal, lease lost) or phase."""
 
     default_reason = "FACADE_CLOSED"
+
+
+class VersionConflict(Exception):
+    """``mutate()`` with an expected version or private metadata found the thread changed.
+
+    Raised by the facade in process and in a plugin process alike; read the
+    thread again and retry. Not a :class:`PaiError`: a hook that lets it escape
+    fails the run as any other exception does (``HOOK_FAILED``).
+    """
+
+    def __init__(self, thread_id: str, expected: object, actual: object = None) -> None:
+        super().__init__(f"thread {thread_id!r} changed: expected {expected!r}, found {actual!r}")
+        self.thread_id = thread_id
+        self.expected = expected
+        self.actual = actual

@@ -213,6 +213,7 @@ class VisibilityRewrite:
     after_version: int | None = None
 
 
+#: The rewrite a history-rewrite hook sees: a regenerate or a visibility change.
 HistoryRewrite = RegenerateRewrite | VisibilityRewrite
 
 

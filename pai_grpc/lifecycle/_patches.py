@@ -11,8 +11,9 @@ provider tools and tool choice are cleared first; registered tools stay.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from pai_grpc.domain import (
     JsonObject,
@@ -178,40 +179,93 @@ def coerce_patch(patch: Any, kind: type[Any], *, where: str) -> Any:
     )
 
 
-def _merge_options(base: JsonObject, later: JsonObject) -> JsonObject:
-    # Shallow by provider key: a replaced provider entry is not merged recursively.
-    return {**base, **later}
+#: What setting a field resets: a new ``model`` starts a fresh route, and
+#: ``messages`` replaces the list earlier appends went to.
+_RESETS: dict[str, tuple[str, ...]] = {
+    "model": ModelStepRequest.ROUTE_FIELDS,
+    "messages": ("append_model_messages",),
+}
+
+
+def patch_fields(patch: ModelStepPatch | RunPatch) -> dict[str, Any]:
+    """The fields a sparse patch sets, in declaration order (``model`` first)."""
+    values = {f.name: getattr(patch, f.name) for f in fields(patch)}
+    return {name: value for name, value in values.items() if value is not UNSET}
+
+
+def _then(name: str, earlier: Any, later: Any) -> Any:
+    """A field's value once ``later`` is applied over ``earlier`` (CFG-02, CFG-04, AMC-04).
+
+    The one place the combination rules live: patches applied to a request
+    and patches folded into one patch both go through it.
+    """
+    if name == "model_settings" and isinstance(earlier, ModelSettings):
+        return earlier.merged(later)
+    if name == "provider_options" and isinstance(earlier, dict) and isinstance(later, dict):
+        # Shallow by provider key: a replaced provider entry is not merged recursively.
+        return {**earlier, **later}
+    if name == "append_model_messages":
+        return [*earlier, *later]
+    if name == "signal":
+        # Combined, never replaced: the runtime signal must still reach the provider.
+        if earlier is None or later is None:
+            return later if earlier is None else earlier
+        return AbortSignal.any(earlier, later)
+    return later
 
 
 def apply_patch(request: ModelStepRequest, patch: ModelStepPatch | RunPatch) -> ModelStepRequest:
     """``request`` with a sparse patch applied by the CFG-02/CFG-04 rules."""
     changes: dict[str, Any] = {}
-    if patch.model is not UNSET:
-        # A fresh route: provider-specific state must not leak into another model.
-        changes.update(model=patch.model, **ModelStepRequest.fresh_route())
-    base_settings = changes.get("model_settings", request.model_settings)
-    base_options = changes.get("provider_options", request.provider_options)
-    if patch.instructions is not UNSET:
-        changes["instructions"] = instructions_of(patch.instructions)
-    if isinstance(patch, ModelStepPatch) and patch.messages is not UNSET:
-        changes["messages"] = list(patch.messages)
-    if isinstance(patch, ModelStepPatch) and patch.append_model_messages is not UNSET:
-        # (A RunPatch's model-only messages seed the episode overlay instead.)
-        current = changes.get("messages", request.messages)
-        changes["messages"] = [*current, *patch.append_model_messages]
-    if patch.tools is not UNSET:
-        changes["tools"] = list(patch.tools)
-    if patch.provider_tools is not UNSET:
-        changes["provider_tools"] = patch.provider_tools
-    if patch.tool_choice is not UNSET:
-        changes["tool_choice"] = patch.tool_choice
-    if patch.model_settings is not UNSET:
-        changes["model_settings"] = base_settings.merged(patch.model_settings)
-    if patch.provider_options is not UNSET:
-        changes["provider_options"] = _merge_options(base_options, patch.provider_options)
-    if isinstance(patch, ModelCallPatch) and patch.timeout is not UNSET:
-        changes["timeout"] = patch.timeout
-    if isinstance(patch, ModelCallPatch) and patch.signal is not UNSET and patch.signal is not None:
-        # Combined, never replaced: the runtime signal must still reach the provider.
-        changes["attempt_signals"] = (*request.attempt_signals, patch.signal)
+
+    def current(name: str) -> Any:
+        return changes[name] if name in changes else getattr(request, name)
+
+    for name, value in patch_fields(patch).items():
+        if name == "model":
+            # A fresh route: provider-specific state must not leak into another model.
+            fresh = ModelStepRequest.fresh_route()
+            changes.update(model=value, **{r: fresh[r] for r in _RESETS[name]})
+        elif name == "instructions":
+            changes[name] = instructions_of(value)
+        elif name == "append_model_messages":
+            # (A RunPatch's model-only messages seed the episode overlay instead.)
+            if isinstance(patch, ModelStepPatch):
+                changes["messages"] = _then(name, current("messages"), value)
+        elif name == "signal":
+            if value is not None:
+                changes["attempt_signals"] = (*request.attempt_signals, value)
+        elif name != "max_steps":  # the run's step budget is not part of a request
+            changes[name] = _then(name, current(name), value)
     return replace(request, **changes) if changes else request
+
+
+P = TypeVar("P", bound=ModelStepPatch | RunPatch)
+
+
+def fold_patches(patches: Iterable[P | None], kind: type[P]) -> P | None:
+    """Patches applied left to right, as one sparse patch of ``kind`` (``None``: none at all).
+
+    Applying the result with :func:`apply_patch` equals applying the patches
+    one by one: later fields win, ``model_settings``, ``provider_options``,
+    ``append_model_messages`` and ``signal`` combine as :func:`apply_patch`
+    combines them, a patch carrying ``model`` drops the route fields folded so
+    far (a fresh route clears them) and one carrying ``messages`` drops the
+    appends folded so far (they went to the list it replaces). Every patch
+    must be a ``kind`` (or a step patch for a call-patch fold) whose fields
+    ``kind`` has.
+    """
+    folded: dict[str, Any] = {}
+    found = False
+    for patch in patches:
+        if patch is None:
+            continue
+        found = True
+        values = patch_fields(patch)
+        for name, dropped in _RESETS.items():
+            if name in values:
+                for r in dropped:
+                    folded.pop(r, None)
+        for name, value in values.items():
+            folded[name] = _then(name, folded[name], value) if name in folded else value
+    return kind(**folded) if found else None

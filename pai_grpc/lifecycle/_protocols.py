@@ -1,7 +1,7 @@
 """The facade a hook sees, as Protocols: one API, two implementations.
 
-In process, hooks get :class:`LifecycleThread` / :class:`LifecycleRun` /
-:class:`ModelHistory` (``_facade.py``); in a plugin process, the SDK's
+In process, hooks get the runtime's ``LifecycleThread`` / ``LifecycleRun`` /
+``ModelHistory`` (``pai_grpc.runtime``); in a plugin process, the SDK's
 proxies over HookHostService (``pai_grpc.plugin_sdk``). Hook inputs are typed
 against these Protocols, so the type checker holds both implementations to
 the same API.
@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
+from typing import Any, Generic, Literal, Protocol, TypeVar, overload
 
 from pai_grpc.domain import (
     JsonObject,
@@ -23,13 +24,34 @@ from pai_grpc.domain import (
     Visibility,
 )
 
-if TYPE_CHECKING:
-    from pai_grpc.lifecycle._facade import ContextProjection, Execution
-    from storage import Page
-
 T = TypeVar("T")
 #: Which messages a read returns: context-visible, transcript-visible, or all.
 View = MessageView
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a facade read; repeat the query with ``next_page_token`` ("" at the end)."""
+
+    items: list[T]
+    next_page_token: str = ""
+
+
+@dataclass
+class ContextProjection:
+    """context.current(): durable messages and the corresponding model messages (LC-12)."""
+
+    messages: list[LifecycleMessage]
+    model_messages: list[ModelMessage]
+    next_page_token: str = ""
+
+
+@dataclass(frozen=True)
+class Execution:
+    """The current execution episode (``operation`` includes ``resume``)."""
+
+    operation: Literal["send", "trigger", "regenerate", "resume"]
+    started_at: datetime | None
 
 
 class MessagesFacade(Protocol):

@@ -1,6 +1,11 @@
 """Models: the LanguageModel protocol, shipped fakes, and model-message conversion."""
 
-from pai_grpc.models._messages import is_reasoning_file, to_model_messages, tool_result_output
+from pai_grpc.models._messages import (
+    REASONING_FILE_KEY,
+    is_reasoning_file,
+    to_model_messages,
+    tool_result_output,
+)
 from pai_grpc.models._protocol import LanguageModel, ModelCall
 from pai_grpc.models._prune import prune_reasoning
 from pai_grpc.models._scripted import (
@@ -23,6 +28,7 @@ from pai_grpc.models._selection import (
 
 __all__ = [
     "OFFLINE_NOTICE",
+    "REASONING_FILE_KEY",
     "LanguageModel",
     "ModelCall",
     "ModelRegistry",

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pai_grpc.domain import (
+    AssistantContent,
     AssistantModelMessage,
     ErrorTextOutput,
     ExecutionDeniedOutput,
@@ -30,9 +31,9 @@ from pai_grpc.domain import (
     ToolModelMessage,
     ToolPart,
     ToolResultOutput,
+    UserContent,
     UserModelMessage,
 )
-from pai_grpc.domain._model import AssistantContent, UserContent
 
 #: Marks a file part produced while reasoning (pruned like reasoning, RSN-01).
 REASONING_FILE_KEY = "pai_reasoning_file"

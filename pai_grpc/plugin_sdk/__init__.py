@@ -16,9 +16,9 @@ Hooks run exactly as they would in process; their ``thread``, ``run`` and
 ``history`` are proxies calling the runtime's HookHostService with the
 capability token of the current hook call. This package is the plugin side
 of the protocol: it loads neither the runtime's server, its executor nor its
-plugin adapter (:mod:`pai_grpc.plugins`), and imports nothing from storage
-itself (a hook's ``Page`` and ``VersionConflict`` come from
-:mod:`pai_grpc.lifecycle`, whose in-process facade still loads storage).
+plugin adapter (:mod:`pai_grpc.plugins`), nor storage or SQLAlchemy (a hook's
+``Page`` and ``VersionConflict`` come from :mod:`pai_grpc.lifecycle`, whose
+in-process facade lives in the runtime).
 """
 
 from pai_grpc._wire import ClientTls, ServerTls

@@ -56,7 +56,6 @@ from pai_grpc.convert import (
 from pai_grpc.domain import DataChunk, JsonObject, ModelMessage, StepStreamChunk
 from pai_grpc.errors import Conflict, InvalidArgument, ModelError, PaiError
 from pai_grpc.lifecycle import (
-    PHASES,
     AbortSignal,
     AbortStep,
     AfterStepInput,
@@ -77,11 +76,9 @@ from pai_grpc.lifecycle import (
     TransformStepStreamInput,
     UiDataWriter,
     VersionConflict,
-    coerce_patch,
     compose_lifecycle,
-    missing_text_id,
 )
-from pai_grpc.lifecycle._compose import Effective
+from pai_grpc.lifecycle.internal import PHASES, Effective, coerce_patch, missing_text_id
 from pai_grpc.models import ModelCall, model_name, parse_model_name
 from pai_grpc.plugin_sdk._remote import (
     RemoteHistory,

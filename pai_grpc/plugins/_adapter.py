@@ -78,7 +78,7 @@ from pai_grpc.lifecycle import (
     StepInfo,
     TransformStepStreamInput,
 )
-from pai_grpc.lifecycle._report import current_report
+from pai_grpc.lifecycle.internal import current_report
 from pai_grpc.models import LanguageModel, ModelRegistry, model_name
 from pai_grpc.plugins import _streaming
 from pai_grpc.plugins._backoff import Backoff

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from pai_grpc._wire import ClientTls
-from pai_grpc.lifecycle import PHASES
+from pai_grpc.lifecycle.internal import PHASES
 
 FailureMode = Literal["closed", "open"]
 DEFAULT_TIMEOUT = 1.0

@@ -19,7 +19,7 @@ import grpc
 
 from pai.v1 import hook_host_service_pb2 as pb
 from pai.v1 import hook_host_service_pb2_grpc as pb_grpc
-from pai_grpc._wire import Keepalive, ServerTls, add_port
+from pai_grpc._wire import Context, Keepalive, ServerTls, add_port, fill_unimplemented
 from pai_grpc.convert import (
     lifecycle_message_to_proto,
     message_view_from_proto,
@@ -33,8 +33,8 @@ from pai_grpc.convert import (
 from pai_grpc.domain import JsonObject, LifecycleMessage
 from pai_grpc.errors import FailedPrecondition, InvalidArgument, PermissionDenied
 from pai_grpc.lifecycle import HistoryFacade, RunFacade, ThreadFacade, TransactionFacade
-from pai_grpc.lifecycle._facade import LifecycleThread
-from pai_grpc.server._errors import Context, fill_unimplemented, guarded
+from pai_grpc.runtime import LifecycleThread
+from pai_grpc.server import guarded
 from pai_grpc.telemetry import Telemetry, tracing
 
 log = logging.getLogger("pai_grpc.plugins")

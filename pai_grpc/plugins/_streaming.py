@@ -40,8 +40,8 @@ from pai_grpc.lifecycle import (
     ModelStepStreamResult,
     ResolveModelContextInput,
     TransformStepStreamInput,
-    apply_patch,
 )
+from pai_grpc.lifecycle.internal import apply_patch
 from pai_grpc.plugins._calls import (
     Downstream,
     parse_reply,

@@ -3,6 +3,7 @@
 from pai_grpc.domain import Resolution
 from pai_grpc.runtime._agents import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.runtime._executor import RunExecutor
+from pai_grpc.runtime._facade import LifecycleThread
 from pai_grpc.runtime._mutations import SendInput, TriggerInput
 from pai_grpc.runtime._quotas import ScopeQuotas
 from pai_grpc.runtime._reads import ThreadChange
@@ -17,6 +18,7 @@ __all__ = [
     "DEFAULT_AGENT",
     "Agent",
     "AgentRegistry",
+    "LifecycleThread",
     "Limits",
     "RegenerateInput",
     "RegenerateResult",

@@ -15,7 +15,7 @@ from typing import Literal
 from pai_grpc.domain import JsonObject, LifecycleMessage, Run, Thread
 from pai_grpc.errors import Conflict, FailedPrecondition, InvalidArgument, NotFoundError
 from pai_grpc.lifecycle import VisibilityChange, VisibilityRewrite
-from pai_grpc.lifecycle._commit import visibility_change
+from pai_grpc.runtime._facade_commit import visibility_change
 from pai_grpc.runtime._history import merge_thread_patch
 from pai_grpc.runtime._records import (
     lifecycle_message_from_record,

@@ -8,7 +8,7 @@ from typing import Any
 from pai_grpc.domain import JsonObject, ModelSettings, ToolChoice
 from pai_grpc.errors import InvalidArgument
 from pai_grpc.lifecycle import AgentContract, AgentLifecycle, HookError
-from pai_grpc.lifecycle._lifecycle import maybe_await
+from pai_grpc.lifecycle.internal import maybe_await
 from pai_grpc.models import LanguageModel
 from pai_grpc.tools import Tool
 

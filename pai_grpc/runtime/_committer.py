@@ -28,7 +28,7 @@ from pai_grpc.domain import (
     StatusEvent,
     Usage,
 )
-from pai_grpc.lifecycle._report import HookReport
+from pai_grpc.lifecycle.internal import HookReport
 from pai_grpc.runtime._records import message_from_record, parts_to_json, payload_to_json
 from pai_grpc.runtime._services import Services
 from pai_grpc.runtime._sink import EventSink

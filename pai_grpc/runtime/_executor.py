@@ -30,12 +30,8 @@ from pai_grpc.domain import (
     new_id,
 )
 from pai_grpc.errors import ModelError, PaiError
-from pai_grpc.lifecycle import (
-    Complete,
-    NextStep,
-    StepInfo,
-)
-from pai_grpc.lifecycle._report import HookReport, current_report
+from pai_grpc.lifecycle import Complete, NextStep, StepInfo
+from pai_grpc.lifecycle.internal import HookReport, current_report
 from pai_grpc.runtime._agents import Agent
 from pai_grpc.runtime._committer import RunCommitter, RunFailure, Stop
 from pai_grpc.runtime._pipeline import HookPipeline, StepResult

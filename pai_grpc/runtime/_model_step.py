@@ -24,9 +24,8 @@ from pai_grpc.lifecycle import (
     InvalidDecision,
     ModelStepRequest,
     ModelStepStreamResult,
-    missing_text_id,
 )
-from pai_grpc.lifecycle._compose import Effective
+from pai_grpc.lifecycle.internal import Effective, missing_text_id
 from pai_grpc.models import prune_reasoning
 from storage import InvalidJson, check_strict_json
 

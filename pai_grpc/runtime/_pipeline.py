@@ -16,29 +16,20 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
 from pai_grpc.domain import (
-    AbortChunk,
     AssistantModelMessage,
-    ChunkEvent,
-    DataChunk,
-    ErrorChunk,
     LifecycleMessage,
     MessagePart,
     ModelMessage,
-    RunError,
-    StartStepChunk,
     StepStreamChunk,
     SystemModelMessage,
     ToolModelMessage,
     UserModelMessage,
     new_id,
 )
-from pai_grpc.domain._ids import new_ulid
 from pai_grpc.lifecycle import (
     AbortSignal,
-    AbortStep,
     AfterStepInput,
     AgentLifecycle,
-    AssistantResponse,
     Block,
     Complete,
     Continue,
@@ -51,50 +42,28 @@ from pai_grpc.lifecycle import (
     ResolveModelContextInput,
     Respond,
     RunPatch,
-    StepAbort,
     StepInfo,
     StepSummary,
-    TransformStepStreamInput,
-    UiDataWriter,
-    apply_patch,
     compose_lifecycle,
-    instructions_of,
 )
-from pai_grpc.lifecycle._commit import FacadeState
-from pai_grpc.lifecycle._errors import FacadeClosed
-from pai_grpc.lifecycle._facade import LifecycleRun, LifecycleThread, ModelHistory
-from pai_grpc.lifecycle._stream import response_chunks
+from pai_grpc.lifecycle.internal import apply_patch, instructions_of
 from pai_grpc.runtime._agents import Agent
 from pai_grpc.runtime._committer import RunCommitter, RunFailure, lifecycle_draft
+from pai_grpc.runtime._facade import LifecycleRun, LifecycleThread, ModelHistory
 from pai_grpc.runtime._facade_backend import FacadeBackend
+from pai_grpc.runtime._facade_commit import FacadeState
 from pai_grpc.runtime._model_step import (
     CalledModel,
     ModelCaller,
-    check_chunk,
-    close_stream,
-    iterate,
-    json_call,
-    without_nul,
 )
-from pai_grpc.runtime._records import lifecycle_message_from_record, parts_to_json
-from pai_grpc.runtime._reducer import StepReducer
+from pai_grpc.runtime._records import lifecycle_message_from_record
 from pai_grpc.runtime._services import Services
+from pai_grpc.runtime._step_output import StepOutput, StepResult
 from pai_grpc.runtime._tool_phase import BoundToolHooks
-from storage import Lease, NewMessage, RunRecord, check_strict_json
+from storage import Lease, NewMessage, RunRecord
 from storage import NotFound as StorageNotFound
 
 _MODEL_MESSAGES = (SystemModelMessage, UserModelMessage, AssistantModelMessage, ToolModelMessage)
-
-
-@dataclass
-class StepResult:
-    """One streamed step: what was reduced, under which request, and whether it was aborted."""
-
-    reducer: StepReducer
-    request: ModelStepRequest
-    step: StepInfo
-    anchor: int
-    aborted: StepAbort | None = None
 
 
 @dataclass
@@ -136,6 +105,15 @@ class HookPipeline:
         #: Aborted when the episode ends, whatever ends it.
         self.signal = AbortSignal()
         self._caller = ModelCaller(self._hooks if "around_model_call" in self._has else None)
+        self._output = StepOutput(
+            agent=agent,
+            run_id=run.id,
+            committer=committer,
+            hooks=self._hooks,
+            phases=self._has,
+            base=self._base,
+            caller=self._caller,
+        )
         #: Set by prepare_run.
         self.episode: Episode
 
@@ -264,7 +242,7 @@ class HookPipeline:
                 episode.overlay_anchor = await self._committer.message_count()
             case Respond():
                 step = StepInfo(step_id=new_id("stp"), index=self._committer.step_count)
-                await self._respond(
+                await self._output.respond(
                     decision.response,
                     outcome=decision.outcome,
                     reason=decision.reason,
@@ -276,15 +254,7 @@ class HookPipeline:
                     status="completed", outcome="completed", reason=decision.reason, message=None
                 )
             case Fail():
-                await self._fail_deliberately(decision.reason, decision.message)
-
-    async def _fail_deliberately(self, reason: str, message: str | None) -> NoReturn:
-        error = RunError(reason=reason, message=message or reason)
-        self._committer.emit(ChunkEvent(chunk=ErrorChunk(reason=reason, message=error.message)))
-        await self._committer.finish(
-            status="failed", outcome="failed", reason=reason, message=None, error=error
-        )
-        raise AssertionError("unreachable")  # _finish raises Stop
+                await self._output.fail(decision.reason, decision.message)
 
     def _operation_input(self) -> Any:
         source = self._run.input
@@ -380,7 +350,7 @@ class HookPipeline:
                         request = apply_patch(request, patch)
                 return request
             case Respond():
-                await self._respond(
+                await self._output.respond(
                     decision.response,
                     outcome=decision.outcome,
                     reason=decision.reason,
@@ -388,58 +358,8 @@ class HookPipeline:
                     step=step,
                 )
             case Block():
-                await self._block(decision.reason, decision.response, request, step)
+                await self._output.block(decision.reason, decision.response, request, step)
         raise InvalidDecision("prepare_model_step", "prepare_model_step", repr(decision))
-
-    async def _respond(
-        self,
-        response: AssistantResponse,
-        *,
-        outcome: str,
-        reason: str | None,
-        request: ModelStepRequest,
-        step: StepInfo,
-    ) -> NoReturn:
-        """Commit a hook-authored response through the output policy; complete (PR-03/05)."""
-        if not isinstance(response, AssistantResponse):
-            raise InvalidDecision("respond", "respond", "the response must be an AssistantResponse")
-        if outcome not in ("completed", "blocked"):
-            raise InvalidDecision("respond", "respond", f"unknown outcome {outcome!r}")
-        meta = self._agent.contract.validate("message_metadata", dict(response.metadata))
-        chunks = response_chunks(response, prefix=f"txt_{new_ulid()}_")
-        result = await self.stream_step(iterate(chunks), request, step, anchor=-1)
-        if result.aborted is not None:
-            await self.abort_step(result)
-        self._committer.step_count += 1
-        message = NewMessage(
-            id=new_id("msg"),
-            role="assistant",
-            parts=parts_to_json(result.reducer.finalize()),
-            metadata=meta,
-            run_id=self._run.id,
-            step_index=step.index,
-        )
-        await self._committer.finish(
-            status="completed", outcome=outcome, reason=reason, message=message
-        )
-        raise AssertionError("unreachable")
-
-    async def _block(
-        self,
-        reason: str,
-        response: AssistantResponse | None,
-        request: ModelStepRequest,
-        step: StepInfo,
-    ) -> NoReturn:
-        """A structured policy block (PMS-03), with its response if any."""
-        if response is not None:
-            await self._respond(
-                response, outcome="blocked", reason=reason, request=request, step=step
-            )
-        await self._committer.finish(
-            status="completed", outcome="blocked", reason=reason, message=None
-        )
-        raise AssertionError("unreachable")
 
     # ---- around_model_call --------------------------------------------------------
 
@@ -458,106 +378,11 @@ class HookPipeline:
         anchor: int,
     ) -> StepResult:
         """Pass a step stream through the output policy; reduce and publish it (TSS-*)."""
-        reducer = StepReducer()
-        start = StartStepChunk()
-        reducer.apply(start)
-        self._committer.emit(ChunkEvent(chunk=start))
-        result = StepResult(reducer=reducer, request=request, step=step, anchor=anchor)
-        data: list[DataChunk] = []
-        open_ = [True]
-        stream = source
-        if "transform_step_stream" in self._has:
-            contract = self._agent.contract
-
-            def write(chunk: DataChunk) -> None:
-                if not open_[0]:
-                    raise FacadeClosed("ui_data.write() after the step ended", reason="STEP_ENDED")
-                if not isinstance(chunk, DataChunk):
-                    raise InvalidDecision(
-                        "ui_data", "transform_step_stream", "ui_data.write() takes data chunks"
-                    )
-                value = contract.parse_data(chunk.name, chunk.data)
-                check_strict_json(value, path=f"data-{chunk.name}")
-                data.append(chunk)
-
-            async def abort(decision: StepAbort) -> NoReturn:
-                if not isinstance(decision, StepAbort):
-                    raise InvalidDecision(
-                        "abort", "transform_step_stream", "abort() takes a StepAbort"
-                    )
-                raise AbortStep(decision)
-
-            stream = self._lifecycle.transform_step_stream(
-                TransformStepStreamInput(
-                    **self._base(),
-                    step=step,
-                    stream=source,
-                    input=request,
-                    ui_data=UiDataWriter(write),
-                    abort=abort,
-                )
-            )
-            if not hasattr(stream, "__anext__"):
-                raise InvalidDecision(
-                    "transform_step_stream", "transform_step_stream", "expected an async iterator"
-                )
-        try:
-            async for chunk in stream:
-                self._publish_data(data, reducer)
-                check_chunk(chunk)
-                chunk = json_call(without_nul(chunk))
-                self._committer.check_sink()
-                reducer.apply(chunk)
-                self._committer.emit(ChunkEvent(chunk=chunk))
-                if chunk.type in ("error", "abort"):
-                    break
-            self._publish_data(data, reducer)
-        except AbortStep as e:
-            result.aborted = e.abort
-        finally:
-            open_[0] = False
-            # Stop the transforms and every provider attempt (cancel, abort, error, early end).
-            await close_stream(stream)
-            await self._caller.close_streams()
-        return result
-
-    def _publish_data(self, data: list[DataChunk], reducer: StepReducer) -> None:
-        for chunk in data:
-            reducer.apply(chunk)
-            self._committer.emit(ChunkEvent(chunk=chunk))
-        data.clear()
+        return await self._output.stream(source, request, step, anchor=anchor)
 
     async def abort_step(self, result: StepResult) -> NoReturn:
         """abort(): nothing of the partial step is committed unless replaced (TSS-04)."""
-        decision = result.aborted
-        assert decision is not None
-        self._committer.emit(ChunkEvent(chunk=AbortChunk(reason=decision.reason)))
-        if decision.outcome == "failed":
-            await self._fail_deliberately(decision.reason, decision.message)
-        message = None
-        if decision.replacement is not None:
-            reducer = StepReducer()
-            start = StartStepChunk()
-            reducer.apply(start)
-            self._committer.emit(ChunkEvent(chunk=start))
-            for chunk in response_chunks(decision.replacement, prefix=f"txt_{new_ulid()}_"):
-                reducer.apply(chunk)
-                self._committer.emit(ChunkEvent(chunk=chunk))
-            self._committer.step_count += 1
-            message = NewMessage(
-                id=new_id("msg"),
-                role="assistant",
-                parts=parts_to_json(reducer.finalize()),
-                metadata=self._agent.contract.validate(
-                    "message_metadata", dict(decision.replacement.metadata)
-                ),
-                run_id=self._run.id,
-                step_index=result.step.index,
-            )
-        await self._committer.finish(
-            status="completed", outcome="blocked", reason=decision.reason, message=message
-        )
-        raise AssertionError("unreachable")
+        await self._output.abort(result)
 
     # ---- tools and after_step ---------------------------------------------------------
 

@@ -54,7 +54,7 @@ from pai_grpc.domain import (
     ToolResultChunk,
     Usage,
 )
-from pai_grpc.models._messages import REASONING_FILE_KEY
+from pai_grpc.models import REASONING_FILE_KEY
 
 
 class StreamProtocolError(Exception):

@@ -1,7 +1,15 @@
 """The gRPC server: servicers, error mapping, scope resolution, health and reflection."""
 
 from pai_grpc.server._app import SERVICE_NAMES, App, RunnerProcess
-from pai_grpc.server._errors import to_status
+from pai_grpc.server._errors import guarded, to_status
 from pai_grpc.server._scope import DEV_SCOPE, ScopeResolver
 
-__all__ = ["DEV_SCOPE", "SERVICE_NAMES", "App", "RunnerProcess", "ScopeResolver", "to_status"]
+__all__ = [
+    "DEV_SCOPE",
+    "SERVICE_NAMES",
+    "App",
+    "RunnerProcess",
+    "ScopeResolver",
+    "guarded",
+    "to_status",
+]

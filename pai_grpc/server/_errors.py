@@ -13,6 +13,7 @@ import grpc
 
 from pai_grpc import errors
 from pai_grpc._wire import DOMAIN, Context, fill_unimplemented, guard, pai_error_of, status_of
+from pai_grpc.lifecycle import VersionConflict
 from storage import errors as storage_errors
 
 log = logging.getLogger("pai_grpc.server")
@@ -25,7 +26,8 @@ def to_pai_error(exc: BaseException) -> errors.PaiError:
             return exc
         case storage_errors.NotFound():
             return errors.NotFoundError(exc.kind, exc.key)
-        case storage_errors.VersionConflict():
+        # The facade raises the lifecycle's conflict (HookHostService serves it).
+        case storage_errors.VersionConflict() | VersionConflict():
             return errors.Conflict(
                 "the thread changed; read it again and retry", reason="VERSION_CONFLICT"
             )
@@ -55,7 +57,9 @@ def to_status(exc: BaseException) -> grpc.Status:
 #: Wraps a servicer method so every exception becomes a rich status (unary or
 #: server-streaming); unexpected exceptions are logged and reported as INTERNAL.
 guarded = guard(
-    to_status, expected=(errors.PaiError, storage_errors.StorageError, ValueError), log=log
+    to_status,
+    expected=(errors.PaiError, storage_errors.StorageError, VersionConflict, ValueError),
+    log=log,
 )
 
 __all__ = ["DOMAIN", "Context", "fill_unimplemented", "guarded", "to_pai_error", "to_status"]

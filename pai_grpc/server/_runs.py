@@ -12,12 +12,11 @@ from pai_grpc.convert import (
     run_event_to_proto,
     run_to_proto,
 )
-from pai_grpc.domain import Resolution
+from pai_grpc.domain import NotStrictJson, Resolution
 from pai_grpc.errors import InvalidArgument
 from pai_grpc.runtime import Runtime
 from pai_grpc.server._errors import Context, fill_unimplemented, guarded
 from pai_grpc.server._scope import ScopeResolver
-from storage import InvalidJson
 
 
 class RunService(pb_grpc.RunServiceServicer):
@@ -91,7 +90,7 @@ def _resolution(request: pb.ResolvePendingActionRequest) -> Resolution:
     try:
         return resolution_from_proto(request)
     except ValueError as e:
-        if isinstance(e.__cause__, InvalidJson):  # name the offending value, not the oneof
+        if isinstance(e.__cause__, NotStrictJson):  # name the offending value, not the oneof
             raise InvalidArgument.field(e.__cause__.path, e.__cause__.detail) from e
         raise InvalidArgument.field("resolution", str(e)) from e
 

@@ -25,7 +25,6 @@ from pai_grpc.domain import (
 )
 from pai_grpc.errors import ModelError
 from pai_grpc.lifecycle import (
-    ComposedLifecycle,
     ContextCompactor,
     ContextNext,
     FacadeClosed,
@@ -36,6 +35,7 @@ from pai_grpc.lifecycle import (
     ResolveModelContextInput,
     lifecycle,
 )
+from pai_grpc.lifecycle.internal import ComposedLifecycle
 from pai_grpc.models import ModelCall, ScriptedModel, text_step
 from pai_grpc.server._scope import DEV_SCOPE
 from storage import ThreadPatch, WriteSet

@@ -31,12 +31,13 @@ from pai_grpc.lifecycle import (
     AgentContract,
     PrepareModelStepInput,
     PrepareRunInput,
+    VersionConflict,
     lifecycle,
 )
 from pai_grpc.models import ModelCall, ScriptedModel, tool_call_step
 from pai_grpc.server._scope import DEV_SCOPE
 from pai_grpc.tools import client_tool
-from storage import NewMessage, NewThread, Store, ThreadPatch, VersionConflict, WriteSet
+from storage import NewMessage, NewThread, Store, ThreadPatch, WriteSet
 from storage._schema import runs as runs_table
 from tests.lifecycle.harness import Harness, harness
 
@@ -475,6 +476,11 @@ async def test_expected_version_is_a_root_cas_and_private_metadata_compares_only
                 lambda tx: note(tx, "by_wrong_private"), expected_private_metadata={"cursor": 0}
             )
         )
+        # The hook-author class, in process as in a plugin (never storage's own).
+        try:
+            await t.mutate(lambda tx: note(tx, "by_stale_again"), expected_version=stale_version)
+        except VersionConflict as e:
+            seen["conflict_thread"] = e.thread_id
         latest = (await h.thread_record(t.thread_id)).version
         await t.mutate(lambda tx: note(tx, "by_latest_version"), expected_version=latest)
         seen["latest_version"] = latest
@@ -498,6 +504,7 @@ async def test_expected_version_is_a_root_cas_and_private_metadata_compares_only
         assert seen["stale_version"][0] == VersionConflict.__name__
         assert seen["outdated_version"][0] == VersionConflict.__name__
         assert seen["wrong_private"][0] == VersionConflict.__name__
+        assert seen["conflict_thread"] == thread_id
         record = await h.thread_record(thread_id)
         assert record.private_metadata == {
             "cursor": 0,

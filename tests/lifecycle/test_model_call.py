@@ -34,7 +34,6 @@ from pai_grpc.domain import (
 )
 from pai_grpc.errors import ModelError
 from pai_grpc.lifecycle import (
-    RUNTIME_OWNED,
     AbortSignal,
     Continue,
     ModelCallPatch,
@@ -46,6 +45,7 @@ from pai_grpc.lifecycle import (
     RunPatch,
     lifecycle,
 )
+from pai_grpc.lifecycle.internal import RUNTIME_OWNED
 from pai_grpc.models import ModelCall, ScriptedModel, text_step, tool_call_step
 from pai_grpc.tools import ToolContext, tool
 from tests.lifecycle.harness import Harness, harness, tpb

@@ -13,7 +13,7 @@ import pytest
 
 from pai.v1 import run_service_pb2, runs_pb2
 from pai_grpc.config import ConfigError, Settings
-from pai_grpc.lifecycle import ComposedLifecycle
+from pai_grpc.lifecycle.internal import ComposedLifecycle
 from pai_grpc.models import ScriptedModel
 from pai_grpc.plugins import (
     HookHost,

@@ -12,8 +12,8 @@ import pai_grpc.plugin_sdk
 
 #: Packages a plugin process must never load (the runtime's side of the protocol).
 RUNTIME_SIDE = ("pai_grpc.plugins", "pai_grpc.server", "pai_grpc.runtime")
-#: Packages the SDK's own modules must not import (storage reaches a plugin only
-#: through the hook-author API of pai_grpc.lifecycle: Page and VersionConflict).
+#: Packages the SDK's own modules must not import (a hook's Page and
+#: VersionConflict are the hook-author API's, pai_grpc.lifecycle).
 FORBIDDEN_IMPORTS = (*RUNTIME_SIDE, "storage")
 
 

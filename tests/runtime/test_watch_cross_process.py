@@ -63,7 +63,8 @@ async def _scenario(srv: InProcessServer) -> list[Event]:
         # The snapshot first: a Send committed before the watch is live would be
         # folded into the snapshot instead of arriving as its own event.
         snapshot = await watch.next(timeout=10)
-        assert snapshot is not None and snapshot.change == tpb.THREAD_CHANGE_SNAPSHOT, snapshot
+        assert snapshot is not None
+        assert snapshot.change == tpb.THREAD_CHANGE_SNAPSHOT, snapshot
         raw.append(snapshot)
         for word in ("hi", "again"):
             handle = await send(srv, thread_id, word)

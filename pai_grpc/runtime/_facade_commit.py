@@ -1,5 +1,9 @@
 """The facade's write path: its state, the operations it stages and their commit.
 
+This is the storage side of the hook-author facade (:mod:`pai_grpc.lifecycle`
+declares its API): storage's version conflict surfaces to hooks as
+:class:`pai_grpc.lifecycle.VersionConflict`.
+
 Every facade write becomes an operation; the committer turns a batch of them
 into one storage write set, fenced by the run's lease and checked against the
 agent contract. Writes made directly commit at once; inside ``mutate()`` they
@@ -17,14 +21,14 @@ from pai_grpc.domain import (
     JsonObject,
     LifecycleMessage,
     MessagePart,
-    ModelMessage,
     ToolPart,
     Visibility,
     new_id,
 )
 from pai_grpc.errors import InvalidArgument
-from pai_grpc.lifecycle._contract import AgentContract, Bag
-from pai_grpc.lifecycle._errors import FacadeClosed
+from pai_grpc.lifecycle import AgentContract, FacadeClosed, VersionConflict
+from pai_grpc.lifecycle.internal import Bag
+from pai_grpc.runtime._facade_backend import FacadeBackend
 from storage import (
     Lease,
     LeaseLost,
@@ -32,58 +36,13 @@ from storage import (
     MessageRecord,
     NewMessage,
     RunUpdate,
-    Store,
     ThreadPatch,
-    VersionConflict,
     WriteSet,
     check_strict_json,
 )
+from storage import VersionConflict as StoreVersionConflict
 
 T = TypeVar("T")
-
-
-class FacadeBackend(Protocol):
-    """What the runtime provides to facades (keeps lifecycle below the runtime)."""
-
-    @property
-    def store(self) -> Store:
-        """The storage provider (reads only; writes go through commit_facade)."""
-        ...
-
-    async def commit_facade(
-        self, ws: WriteSet, *, kinds: tuple[str, ...], message_ids: tuple[str, ...]
-    ) -> Any:
-        """Commit a facade write set and wake watchers (no event for private-only writes)."""
-        ...
-
-    def to_lifecycle(self, record: MessageRecord) -> LifecycleMessage:
-        """A stored message as a lifecycle message."""
-        ...
-
-    def to_model_messages(self, messages: Sequence[LifecycleMessage]) -> list[ModelMessage]:
-        """Model messages converted from the private native messages (RMC-10)."""
-        ...
-
-    async def visibility_rewrite(
-        self,
-        scope: str,
-        thread_id: str,
-        changes: list[tuple[str, Visibility, Visibility]],
-        version: int,
-    ) -> tuple[JsonObject | None, JsonObject | None]:
-        """prepare_history_rewrite for a visibility rewrite: its metadata patches."""
-        ...
-
-    def visibility_rewritten(
-        self,
-        scope: str,
-        thread_id: str,
-        changes: list[tuple[str, Visibility, Visibility]],
-        before: int,
-        after: int,
-    ) -> None:
-        """Schedule history_rewritten after commit (best effort)."""
-        ...
 
 
 @dataclass
@@ -235,9 +194,10 @@ class _Committer:
                     expected_version=thread.version if implicit else expected_version,
                     expected_private_metadata=expected_private_metadata,
                 )
-            except VersionConflict:
+            except StoreVersionConflict as e:
                 if not implicit:
-                    raise
+                    # Hooks catch the lifecycle's class, in process as in a plugin.
+                    raise VersionConflict(e.thread_id, e.expected, e.actual) from e
             except LeaseLost as e:
                 state.alive = False
                 raise FacadeClosed("the run's lease was lost", reason="LEASE_LOST") from e

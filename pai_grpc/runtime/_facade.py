@@ -1,6 +1,8 @@
 """The runtime-owned thread facade handed to hooks (LC-01..12, RMC-05..08).
 
-Not the storage provider: reads are explicit, lazy, scoped to the current
+It implements the facade Protocols of :mod:`pai_grpc.lifecycle` over the
+storage provider (a plugin process gets the SDK's proxies instead), without
+being one: reads are explicit, lazy, scoped to the current
 thread and paginated; writes are fenced by the run's current lease, so they
 work through one execution episode and are refused while the run waits,
 after it ends, or after the lease was lost. ``mutate()`` stages writes and
@@ -24,7 +26,19 @@ from pai_grpc.domain import (
     Visibility,
 )
 from pai_grpc.errors import InvalidArgument
-from pai_grpc.lifecycle._commit import (
+from pai_grpc.lifecycle import (
+    ContextProjection,
+    Execution,
+    FacadeClosed,
+    HistoryFacade,
+    Page,
+    RunFacade,
+    ThreadFacade,
+    TransactionFacade,
+    View,
+)
+from pai_grpc.lifecycle.internal import maybe_await
+from pai_grpc.runtime._facade_commit import (
     FacadeState,
     _Append,
     _Committer,
@@ -36,20 +50,7 @@ from pai_grpc.lifecycle._commit import (
     _ThreadMeta,
     _Visibility,
 )
-from pai_grpc.lifecycle._errors import FacadeClosed
-from pai_grpc.lifecycle._lifecycle import maybe_await
-from pai_grpc.lifecycle._protocols import (
-    HistoryFacade,
-    RunFacade,
-    ThreadFacade,
-    TransactionFacade,
-    View,
-)
-from storage import (
-    InvalidPageToken,
-    Page,
-    check_strict_json,
-)
+from storage import InvalidPageToken, check_strict_json
 
 T = TypeVar("T")
 
@@ -185,15 +186,6 @@ class RunMetadataClient:
         return await self.get()
 
 
-@dataclass
-class ContextProjection:
-    """context.current(): durable messages and the corresponding model messages (LC-12)."""
-
-    messages: list[LifecycleMessage]
-    model_messages: list[ModelMessage]
-    next_page_token: str = ""
-
-
 class ContextClient:
     """The context view of this thread."""
 
@@ -314,14 +306,6 @@ class LifecycleThread:
             )
             self.last_mutation = (appended, self._committer.last_version)
         return result
-
-
-@dataclass(frozen=True)
-class Execution:
-    """The current execution episode (``operation`` includes ``resume``)."""
-
-    operation: Literal["send", "trigger", "regenerate", "resume"]
-    started_at: datetime | None
 
 
 @dataclass
