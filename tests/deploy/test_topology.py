@@ -396,6 +396,7 @@ async def _scenario(topo: Topology, cluster: Cluster, tmp: Path) -> None:
         }
         summary = {
             "runs": len(logs),
+            "events_per_run": round(sum(len(x.events) for x in logs) / len(logs), 1),
             "seconds": round(total, 1),
             "faults": rates,
             "processes": footprint,
