@@ -44,7 +44,7 @@ AUTH = (("authorization", f"Bearer {TOKEN}"),)
 CLIENTS = 8
 RUNNERS = 3
 GRACE = 15.0  # ample: a drained runner's runs finish well within it, even on a busy machine
-WINDOW = 3.0  # seconds of steady load measured before and after each fault
+WINDOW = 2.5  # seconds of steady load measured before and after each fault
 # Errors a client rides out by retrying (on the other server): a dead server,
 # a database outage, a connection retired under the call.
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED}
@@ -380,6 +380,7 @@ async def _scenario(topo: Topology, cluster: Cluster, tmp: Path) -> None:
         await asyncio.wait_for(warm.wait(), 60)
         await asyncio.sleep(WINDOW)
         await fault("kill -9 server", kill_server)
+        resumed_by_kill = sum(x.resumes for x in logs) - resumed_before_kill
         await fault("kill -9 runner", kill_runner)
         topo.start("runner-3", "runner")  # the replacement a Deployment would start
         await fault("restart PostgreSQL", restart_database)
@@ -390,11 +391,11 @@ async def _scenario(topo: Topology, cluster: Cluster, tmp: Path) -> None:
         await asyncio.wait_for(asyncio.gather(*clients), 90)
         total = loop.time() - started
         # Sizing figures for deploy/kubernetes: memory and CPU of the processes that
-        # lived through the whole test (the second server and the surviving first runners).
+        # lived through the whole test (the second server and the first runners still alive).
         footprint = {
             name: _footprint(proc.pid)
             for name, proc in topo.procs.items()
-            if name in ("server-1", "runner-1", "runner-2") and proc.poll() is None
+            if name in ("server-1", "runner-0", "runner-1", "runner-2") and proc.poll() is None
         }
         summary = {
             "runs": len(logs),
@@ -439,7 +440,7 @@ async def _scenario(topo: Topology, cluster: Cluster, tmp: Path) -> None:
             ), f"client {n}"
 
         # Each fault did what it claims.
-        assert sum(x.resumes for x in logs) > resumed_before_kill, "no reader resumed elsewhere"
+        assert resumed_by_kill > 0, "no reader resumed on the other server"
         # Runs the killed runner held (frozen, so still running) were recovered by
         # another runner: a new attempt, announced by a recovery abort.
         assert killed
