@@ -40,6 +40,11 @@ from pai_grpc.runtime._records import parts_to_json
 from pai_grpc.runtime._reducer import StreamProtocolError
 from pai_grpc.runtime._services import Services
 from pai_grpc.runtime._sink import EventSink
+from pai_grpc.runtime._step_telemetry import (
+    count_tool_calls,
+    record_model_call,
+    trace_model_call,
+)
 from pai_grpc.runtime._tool_phase import (
     WAITING_STATES,
     ToolOutcome,
@@ -300,7 +305,7 @@ class RunExecutor:
                     result = await pipeline.stream_step(
                         called.stream, called.request, step, anchor=anchor
                     )
-                    _traced_model_call(chat, result)
+                    trace_model_call(chat, result)
                 await self._after_step(result)
 
     def _tool_phase(self, message_id: str, advertised: Iterable[str], step: StepInfo) -> ToolPhase:
@@ -358,7 +363,7 @@ class RunExecutor:
                 message=None,
             )
         self._committer.usage = self._committer.usage + reducer.usage
-        self._count_tokens(result)
+        record_model_call(self._metrics, result)
         self._committer.step_count += 1
         parts = reducer.finalize()
         message_id = new_id("msg")
@@ -367,7 +372,7 @@ class RunExecutor:
             advertised = frozenset(t.name for t in result.request.tools)
         phase = self._tool_phase(message_id, advertised, result.step)
         valid, rejected = validate_calls(phase, reducer, parts)
-        self._count_tools(rejected)
+        count_tool_calls(self._metrics, self._agent, rejected)
         for outcome in rejected:
             for chunk in outcome.chunks:
                 self._committer.emit(ChunkEvent(chunk=chunk))
@@ -386,7 +391,7 @@ class RunExecutor:
             # successor knows which ones may have had side effects (TH-03).
             await self._committer.commit_step(message)
             outcomes = await phase.run(valid)
-            self._count_tools(outcomes)
+            count_tool_calls(self._metrics, self._agent, outcomes)
         decision = await self._pipeline.after_step(result, message, merge_outcomes(parts, outcomes))
         if isinstance(decision, Complete):
             await self._complete_step(
@@ -546,52 +551,8 @@ class RunExecutor:
             else:
                 outcomes.append(await phase.conclude(recovered(part), tool, InitialEntry(), []))
         self._committer.input = {**self._committer.input, "suspends": suspends}
-        self._count_tools(outcomes)
+        count_tool_calls(self._metrics, self._agent, outcomes)
         await self._committer.commit_outcomes(message.id, parts, outcomes)
-
-    # ---- metrics ------------------------------------------------------------------
-
-    def _count_tokens(self, result: StepResult) -> None:
-        usage = result.reducer.usage
-        model = result.request.model.model_id
-        for direction, tokens in (
-            ("input", usage.input_tokens),
-            ("output", usage.output_tokens),
-            ("cache_read", usage.cache_read_tokens),
-            ("cache_write", usage.cache_write_tokens),
-        ):
-            if tokens:
-                self._metrics.model_tokens.add(tokens, {"model": model, "direction": direction})
-
-    def _count_tools(self, outcomes: Iterable[ToolOutcome]) -> None:
-        known = self._agent.tool_map()
-        for outcome in outcomes:
-            # A name the model invented is not a label value: it could be anything.
-            name = outcome.part.tool_name
-            self._metrics.tool_calls.add(
-                1,
-                {
-                    "tool": name if name in known else "_unknown",
-                    "outcome": _TOOL_OUTCOMES.get(outcome.part.state, "waiting"),
-                },
-            )
-
-
-#: A decided tool part's state, as a tool call outcome (waiting states: ``waiting``).
-_TOOL_OUTCOMES = {"output-available": "ok", "output-error": "error", "output-denied": "denied"}
-
-
-def _traced_model_call(span: Any, result: StepResult) -> None:
-    """The model call's GenAI attributes: the model that answered, usage, finish reason."""
-    reducer = result.reducer
-    tracing.model_result(
-        span,
-        model_id=result.request.model.model_id,
-        input_tokens=reducer.usage.input_tokens,
-        output_tokens=reducer.usage.output_tokens,
-        finish_reasons=[reducer.finish_reason] if reducer.finish_reason else [],
-        error=reducer.error.reason if reducer.error is not None else None,
-    )
 
 
 def _fulfilled(action: PendingActionRecord) -> bool:
