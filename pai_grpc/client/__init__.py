@@ -19,7 +19,8 @@ server's ``ErrorInfo`` reason, ``BadRequest`` field violations and
 ``RetryInfo`` delay.
 """
 
-from pai_grpc.client._chat import chat, check_health
+from pai_grpc._wire import check_health
+from pai_grpc.client._chat import chat
 from pai_grpc.client._client import DEFAULT_TIMEOUT, PaiClient, new_request_id
 from pai_grpc.client._errors import (
     AlreadyExistsError,

@@ -1,19 +1,22 @@
-"""The one-shot terminal chat and the health check (``pai-grpc chat MESSAGE`` / ``health``)."""
+"""The one-shot terminal chat (``pai-grpc chat MESSAGE``)."""
 
 from __future__ import annotations
 
 import sys
 from typing import TextIO
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-from pai_grpc._wire import ClientTls, channel
+from pai_grpc._wire import ClientTls
 from pai_grpc.client._client import PaiClient
 from pai_grpc.client._errors import PaiClientError
 from pai_grpc.client._retry import RetryPolicy
 from pai_grpc.client._stream import is_recovery_abort
-from pai_grpc.domain import ChunkEvent, ErrorChunk, StatusEvent, TextDeltaChunk
+from pai_grpc.domain import (
+    ChunkEvent,
+    ErrorChunk,
+    PendingActionEvent,
+    StatusEvent,
+    TextDeltaChunk,
+)
 
 #: The terminal commands give up on an unreachable server within seconds.
 CLI_RETRY = RetryPolicy(max_attempts=4, initial_backoff=0.2, max_backoff=1.0)
@@ -24,6 +27,7 @@ async def chat(
     message: str,
     *,
     thread_id: str | None = None,
+    agent: str = "",
     token: str | None = None,
     tls: ClientTls | None = None,
     out: TextIO = sys.stdout,
@@ -31,7 +35,9 @@ async def chat(
 ) -> int:
     """Send ``message`` and print the reply as it streams; return a process exit code.
 
-    ``tls`` secures the channel (plaintext without).
+    ``tls`` secures the channel (plaintext without). A run that waits for a
+    pending action (an approval, a client tool) is left waiting: the command
+    prints how to resolve it with ``pai-grpc actions resolve`` and exits 0.
     """
     status = "unknown"
     async with PaiClient(address, token=token, tls=tls, retry=CLI_RETRY) as client:
@@ -39,7 +45,7 @@ async def chat(
             if thread_id:
                 thread = client.thread(thread_id)
             else:
-                thread = await client.create_thread()
+                thread = await client.create_thread(agent=agent)
                 print(f"thread {thread.id}", file=err)
             run = await thread.send(message)
             async for event in run.stream():
@@ -53,6 +59,20 @@ async def chat(
                         print(f"\nerror: {chunk.message}", file=err)
                     elif is_recovery_abort(event):
                         out.write("\n[the server restarted; the reply starts again]\n")
+                elif isinstance(payload, PendingActionEvent):
+                    action = payload.action
+                    out.write("\n")
+                    print(
+                        f"run {run.id} waits for {action.kind} {action.id} ({action.tool_name}): "
+                        f"pai-grpc actions resolve {run.id} {action.id} "
+                        + (
+                            "--approve|--deny"
+                            if action.kind == "approval"
+                            else "--tool-output JSON"
+                        ),
+                        file=err,
+                    )
+                    return 0
                 elif isinstance(payload, StatusEvent):
                     status = payload.status
             out.write("\n")
@@ -63,18 +83,3 @@ async def chat(
         print(f"run {status}", file=err)
         return 1
     return 0
-
-
-async def check_health(
-    address: str, service: str = "", *, timeout: float = 3.0, tls: ClientTls | None = None
-) -> bool:
-    """Whether the server at ``address`` reports SERVING for ``service`` (over ``tls``, if set)."""
-    async with channel(address, tls) as api:
-        stub = health_pb2_grpc.HealthStub(api)
-        try:
-            response = await stub.Check(
-                health_pb2.HealthCheckRequest(service=service), timeout=timeout
-            )
-        except grpc.aio.AioRpcError:
-            return False
-    return bool(response.status == health_pb2.HealthCheckResponse.SERVING)
