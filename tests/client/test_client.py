@@ -20,6 +20,7 @@ from pai_grpc.client import (
     RetryPolicy,
     RunHandle,
     ThreadHandle,
+    ThreadUpdate,
     UnavailableError,
 )
 from pai_grpc.domain import (
@@ -295,3 +296,28 @@ async def test_the_sync_client_does_the_same_without_await(sqlite_url: str) -> N
         assert "You said: from a script" in reply
         assert roles == ["user", "assistant"]
         assert same == "True"
+
+
+async def test_watch_yields_the_head_then_its_changes(sqlite_url: str) -> None:
+    async with serving(sqlite_url) as srv, PaiClient(srv.address) as client:
+        thread = await client.create_thread()
+        updates: list[ThreadUpdate] = []
+
+        async def watch() -> None:
+            async for update in thread.watch():
+                updates.append(update)
+                if update.change == "deleted":
+                    return
+
+        watching = asyncio.create_task(watch())
+        run = await thread.send("hello")
+        await run.wait()
+        await thread.delete()
+        await asyncio.wait_for(watching, 30)
+        assert updates[0].change == "snapshot"
+        assert updates[-1].change == "deleted"
+        committed = [u for u in updates if u.change == "messages_committed"]
+        assert committed, [u.change for u in updates]
+        assert all(isinstance(u.thread, Thread) for u in updates)
+        versions = [u.thread.version for u in updates[:-1]]
+        assert versions == sorted(versions)
