@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from pathlib import Path
 
 import grpc
 import pytest
 
 from pai.v1 import run_service_pb2, run_service_pb2_grpc
-from pai_grpc.client import PaiClient, RetryPolicy, is_recovery_abort
+from pai_grpc.client import (
+    InvalidArgumentError,
+    NotFoundError,
+    PaiClient,
+    RetryPolicy,
+    is_recovery_abort,
+)
 from pai_grpc.convert import run_event_from_proto
 from pai_grpc.domain import ChunkEvent, RunEvent, StatusEvent, TextDeltaChunk
 from tests.processes import Processes
@@ -88,3 +95,97 @@ async def test_a_run_stream_survives_kill_9_and_a_server_restart(
             following = next(e for e in received[i:] if e.seq in durable)
             assert is_recovery_abort(following), (event, following)
     assert reply.endswith(f"You said: {words}")
+
+
+class CuttableProxy:
+    """A TCP proxy in front of the server that can hold back its replies, then cut the line.
+
+    Holding back and cutting is what a lost reply looks like to a client: the
+    server did the work, the client only sees its connection drop (UNAVAILABLE).
+    """
+
+    def __init__(self, target: str) -> None:
+        self.target_host, port = target.rsplit(":", 1)
+        self.target_port = int(port)
+        self.holding = False
+        self.connections = 0
+        self.open: list[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = []
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return f"127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        server_r, server_w = await asyncio.open_connection(self.target_host, self.target_port)
+        self.connections += 1
+        self.open.append((client_w, server_w))
+
+        async def pipe(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter, replies: bool
+        ) -> None:
+            try:
+                while data := await reader.read(65536):
+                    if replies and self.holding:
+                        continue  # the server's answer never reaches the client
+                    writer.write(data)
+                    await writer.drain()
+            except OSError:
+                pass
+            finally:
+                writer.close()
+
+        await asyncio.gather(pipe(client_r, server_w, False), pipe(server_r, client_w, True))
+
+    def cut(self) -> None:
+        """Reset every connection (and stop holding replies back)."""
+        for client_w, server_w in self.open:
+            client_w.transport.abort()
+            server_w.transport.abort()
+        self.open.clear()
+        self.holding = False
+
+    async def close(self) -> None:
+        self.cut()
+        self.server.close()
+        await self.server.wait_closed()
+
+
+async def test_a_send_whose_reply_was_lost_is_retried_into_the_same_run(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    server = Processes(tmp_path, sqlite_url, chunk_delay=0)
+    server.migrate()
+    server.serve(name="server")
+    proxy = CuttableProxy(server.address)
+    try:
+        through = await proxy.start()
+        async with (
+            PaiClient(through, retry=PATIENT) as client,
+            PaiClient(server.address, retry=PATIENT) as direct,
+        ):
+            thread = await client.create_thread()  # retried until the server is up
+            proxy.holding = True
+            sending = asyncio.create_task(thread.send("only once"))
+            deadline = time.monotonic() + 30
+            while not [r async for r in direct.runs(thread.id)]:
+                assert time.monotonic() < deadline, server.log("server")
+                await asyncio.sleep(0.05)
+            proxy.cut()  # committed on the server; the client sees its connection reset
+            run = await asyncio.wait_for(sending, 60)
+            assert proxy.connections == 2, "the Send was retried on a new connection"
+            assert [r.id async for r in direct.runs(thread.id)] == [run.id]
+            assert (await run.wait()).status == "completed"
+            users = [m async for m in thread.messages() if m.role == "user"]
+            assert [m.id for m in users] == [run.message_id]
+
+            # Errors from a real process are typed and carry their reasons.
+            with pytest.raises(NotFoundError) as missing:
+                await client.get_run("run_01J00000000000000000000000")
+            assert missing.value.reason == "RUN_NOT_FOUND"
+            with pytest.raises(InvalidArgumentError) as bad:
+                await thread.send([])
+            assert bad.value.reason
+            assert [v.field for v in bad.value.violations]
+    finally:
+        await proxy.close()
+        server.stop_all()
