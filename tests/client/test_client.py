@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -40,6 +41,7 @@ from pai_grpc.models import ModelCall, ScriptedModel, tool_call_step
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.testing import InProcessServer, serve_in_process
 from pai_grpc.tools import Tool, ToolContext, client_tool, tool
+from tests.client.proxy import CuttableProxy
 
 
 class City(BaseModel):
@@ -321,3 +323,59 @@ async def test_watch_yields_the_head_then_its_changes(sqlite_url: str) -> None:
         assert all(isinstance(u.thread, Thread) for u in updates)
         versions = [u.thread.version for u in updates[:-1]]
         assert versions == sorted(versions)
+
+
+async def test_a_stream_reset_mid_run_resumes_without_a_gap_or_a_duplicate(
+    sqlite_url: str,
+) -> None:
+    slow = ScriptedModel([" ".join(f"w{i}" for i in range(60))], chunk_delay=0.02)
+    async with serving(sqlite_url, slow) as srv:
+        proxy = CuttableProxy(srv.address)
+        through = await proxy.start()
+        try:
+            async with PaiClient(through, retry=RetryPolicy(initial_backoff=0.01)) as client:
+                run = await (await client.create_thread()).send("go")
+                received: list[RunEvent] = []
+                async for event in run.stream():
+                    received.append(event)
+                    if len(received) == 10:
+                        proxy.cut()  # the connection resets under the open stream
+                assert proxy.connections >= 2, "the stream was reopened on a new connection"
+                log = [e async for e in run.stream()]
+        finally:
+            await proxy.close()
+    assert received == log  # the whole durable log, once, in order (no recovery: no skip)
+    assert [e.seq for e in received] == list(range(1, len(received) + 1))
+
+
+async def test_a_chat_session_without_a_terminal(sqlite_url: str) -> None:
+    from pai_grpc._cli_chat import ChatSession
+
+    model = calls_then_answers("delete_file", {"city": "notes.txt"})
+    async with serving(sqlite_url, model, [delete_file]) as srv, PaiClient(srv.address) as client:
+        typed = io.StringIO(
+            "/history\n"
+            "clean up\n"
+            "maybe\n"  # not an answer: asked again
+            "y\n"
+            "/history\n"
+            "/thread thr_01J00000000000000000000000\n"
+            "/cancel\n"
+            "/new\n"
+            "/bogus\n"
+        )
+        out, err = io.StringIO(), io.StringIO()
+        session = ChatSession(
+            client, thread_id=None, agent="", stdin=typed, out=out, err=err, tty=False
+        )
+        assert await asyncio.wait_for(session.run(), 30) == 0  # end of input ends it
+    shown, said = out.getvalue(), err.getvalue()
+    assert shown.count('? allow delete_file {"city": "notes.txt"}?') == 2
+    assert "tool said json" in shown
+    assert 'assistant: [tool delete_file {"city": "notes.txt"} -> output-available' in shown
+    assert "no thread yet" in said  # /history before the first message
+    assert "NOT_FOUND THREAD_NOT_FOUND" in said  # /thread with an unknown id; the session goes on
+    assert "nothing to cancel" in said
+    assert said.count("thread thr_") == 2  # the first message's thread, then /new
+    assert "unknown command /bogus" in said
+    assert "\r" not in shown + said  # no spinner without a terminal
