@@ -292,6 +292,52 @@ class PaiClient:
         response = await self._call(self._threads.Trigger, request, timeout=timeout)
         return self._run_handle(response.run)
 
+    async def regenerate(
+        self,
+        thread_id: str,
+        message_id: str,
+        *,
+        etag: str | None = None,
+        request_id: str | None = None,
+        run_metadata: JsonObject | None = None,
+        timeout: float | None = None,
+    ) -> RunHandle:
+        """Answer again from assistant message ``message_id`` (it and every later message go)."""
+        request = thread_service_pb2.RegenerateRequest(
+            thread_id=thread_id,
+            message_id=message_id,
+            etag=etag or "",
+            request_id=request_id or new_request_id(),
+            run_metadata=struct_to_proto(run_metadata or {}, path="run_metadata"),
+        )
+        response = await self._call(self._threads.Regenerate, request, timeout=timeout)
+        return self._run_handle(response.run)
+
+    async def update_thread_metadata(
+        self,
+        thread_id: str,
+        metadata: JsonObject,
+        *,
+        replace: bool = False,
+        etag: str | None = None,
+        timeout: float | None = None,
+    ) -> Thread:
+        """Merge ``metadata`` into the thread's (top level), or ``replace`` it.
+
+        Retried without ``etag`` (applying the same change twice gives the same
+        head); with an ``etag`` a repeat would be refused, so it is not.
+        """
+        request = thread_service_pb2.UpdateThreadMetadataRequest(
+            thread_id=thread_id,
+            metadata=struct_to_proto(metadata, path="metadata"),
+            replace=replace,
+            etag=etag or "",
+        )
+        response = await self._call(
+            self._threads.UpdateThreadMetadata, request, timeout=timeout, retry=etag is None
+        )
+        return self._read(thread_from_proto, response.thread)
+
     def watch_thread(
         self, thread_id: str, *, after_version: int = 0
     ) -> AsyncIterator[ThreadUpdate]:

@@ -205,6 +205,28 @@ class ThreadHandle:
             self.id, input, request_id=request_id, run_metadata=run_metadata
         )
 
+    async def regenerate(
+        self,
+        message_id: str,
+        *,
+        etag: str | None = None,
+        request_id: str | None = None,
+        run_metadata: JsonObject | None = None,
+    ) -> RunHandle:
+        """Answer again from an assistant message; it and every later message are removed."""
+        return await self.client.regenerate(
+            self.id, message_id, etag=etag, request_id=request_id, run_metadata=run_metadata
+        )
+
+    async def update_metadata(
+        self, metadata: JsonObject, *, replace: bool = False, etag: str | None = None
+    ) -> Thread:
+        """Merge ``metadata`` into the thread's public metadata (or ``replace`` it)."""
+        self.info = await self.client.update_thread_metadata(
+            self.id, metadata, replace=replace, etag=etag
+        )
+        return self.info
+
     def messages(self, *, order: SortOrder = "asc", page_size: int = 0) -> AsyncIterator[Message]:
         """The transcript, page by page (``order`` by position)."""
         return self.client.messages(self.id, order=order, page_size=page_size)

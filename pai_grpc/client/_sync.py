@@ -18,6 +18,7 @@ from pai_grpc.client._client import PaiClient
 from pai_grpc.client._handles import Content, RunHandle, ThreadHandle
 from pai_grpc.client._stream import ThreadUpdate
 from pai_grpc.domain import (
+    JsonObject,
     JsonValue,
     Message,
     PendingAction,
@@ -150,6 +151,14 @@ class SyncThread:
     def trigger(self, input: JsonValue = None, **kwargs: Any) -> SyncRun:
         """Start a run with an operation input."""
         return SyncRun(self._loop, self._loop.run(self.handle.trigger(input, **kwargs)))
+
+    def regenerate(self, message_id: str, **kwargs: Any) -> SyncRun:
+        """Answer again from an assistant message."""
+        return SyncRun(self._loop, self._loop.run(self.handle.regenerate(message_id, **kwargs)))
+
+    def update_metadata(self, metadata: JsonObject, **kwargs: Any) -> Thread:
+        """Merge (or replace) the thread's public metadata."""
+        return self._loop.run(self.handle.update_metadata(metadata, **kwargs))
 
     def messages(self, *, order: SortOrder = "asc", page_size: int = 0) -> Iterator[Message]:
         """The transcript, page by page."""

@@ -13,6 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from pai_grpc.client import (
+    ConflictError,
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
@@ -379,3 +380,24 @@ async def test_a_chat_session_without_a_terminal(sqlite_url: str) -> None:
     assert said.count("thread thr_") == 2  # the first message's thread, then /new
     assert "unknown command /bogus" in said
     assert "\r" not in shown + said  # no spinner without a terminal
+
+
+async def test_regenerate_and_metadata_through_the_thread_handle(sqlite_url: str) -> None:
+    async with serving(sqlite_url) as srv, PaiClient(srv.address) as client:
+        thread = await client.create_thread(metadata={"a": 1})
+        first = await thread.send("hello")
+        await first.wait()
+        (answer,) = [m async for m in thread.messages() if m.role == "assistant"]
+        again = await thread.regenerate(answer.id)
+        assert again.id != first.id
+        assert (await again.wait()).initiator == "regenerate"
+        roles_and_ids = [(m.role, m.id) async for m in thread.messages()]
+        assert [r for r, _ in roles_and_ids] == ["user", "assistant"]
+        assert answer.id not in [i for _, i in roles_and_ids]
+
+        merged = await thread.update_metadata({"b": 2})
+        assert merged.metadata == {"a": 1, "b": 2}
+        replaced = await thread.update_metadata({"c": 3}, replace=True, etag=merged.etag)
+        assert replaced.metadata == {"c": 3}
+        with pytest.raises(ConflictError):  # a stale etag: a typed ABORTED
+            await thread.update_metadata({"d": 4}, etag=merged.etag)
