@@ -134,7 +134,8 @@ class EventPrinter:
             case TextDeltaChunk(text=text):
                 self.out.write(text)
                 self.out.flush()
-                self.mid_line = (bool(text) and not text.endswith("\n")) or self.mid_line
+                if text:
+                    self.mid_line = not text.endswith("\n")
             case ToolCallChunk():
                 self.line(f"[tool {chunk.tool_name} {json.dumps(chunk.input)}]")
             case ToolResultChunk(preliminary=False):
