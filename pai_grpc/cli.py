@@ -1,4 +1,4 @@
-"""The ``pai-grpc`` command: serve, runner, migrate, chat, health, hash-token."""
+"""The ``pai-grpc`` command: serve, runner, migrate, the client commands, hash-token."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from pai_grpc._wire import ClientTls, ServerTls, TlsError
+from pai_grpc._cli_client import add_client_commands, client_tls, connection_flags
+from pai_grpc._wire import ServerTls, TlsError
 from pai_grpc.config import DEFAULT_ADDRESS, ConfigError, Settings
 from pai_grpc.telemetry import LOG_FORMATS, setup_logging
 
@@ -40,17 +41,6 @@ def _server_tls(ns: argparse.Namespace, settings: Settings) -> ServerTls | None:
     except TlsError as e:
         raise ConfigError(str(e)) from e
     return tls
-
-
-def _client_tls(ns: argparse.Namespace) -> ClientTls | None:
-    """TLS of ``chat`` / ``health``: any ``--tls-*`` flag turns it on."""
-    values = (ns.tls_ca, ns.tls_cert, ns.tls_key, ns.tls_server_name)
-    if not any(values):
-        return None
-    try:
-        return ClientTls(*values)
-    except TlsError as e:
-        raise ConfigError(str(e)) from e
 
 
 def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
@@ -153,29 +143,33 @@ def cmd_migrate(ns: argparse.Namespace) -> int:
 
 
 def cmd_chat(ns: argparse.Namespace) -> int:
-    """Send one message and print the streamed reply live."""
+    """Chat: without a message, an interactive session; with one, print the streamed reply."""
     from pai_grpc.client import chat
 
+    if ns.message is None:
+        from pai_grpc._cli_chat import run_session
+
+        return run_session(ns, client_tls(ns))
     return asyncio.run(
-        chat(ns.address, ns.message, thread_id=ns.thread, token=ns.token, tls=_client_tls(ns))
+        chat(
+            ns.address,
+            ns.message,
+            thread_id=ns.thread,
+            agent=ns.agent,
+            token=ns.token,
+            tls=client_tls(ns),
+        )
     )
 
 
 def cmd_health(ns: argparse.Namespace) -> int:
     """Exit 0 when the server reports SERVING (for container health checks)."""
-    from pai_grpc.client import check_health
+    from pai_grpc._wire import check_health
 
     healthy = asyncio.run(
-        check_health(ns.address, ns.service, timeout=ns.timeout, tls=_client_tls(ns))
+        check_health(ns.address, ns.service, timeout=ns.timeout, tls=client_tls(ns))
     )
     return 0 if healthy else 1
-
-
-def _client_tls_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tls-ca", help="connect with TLS, verifying the server against this PEM CA")
-    p.add_argument("--tls-cert", help="PEM client certificate (mutual TLS)")
-    p.add_argument("--tls-key", help="PEM private key of --tls-cert")
-    p.add_argument("--tls-server-name", help="name the server certificate is checked for")
 
 
 def cmd_hash_token(ns: argparse.Namespace) -> int:
@@ -244,19 +238,19 @@ def parser() -> argparse.ArgumentParser:
     migrate.set_defaults(fn=cmd_migrate)
 
     chat = sub.add_parser("chat", help=cmd_chat.__doc__)
-    chat.add_argument("message")
+    chat.add_argument("message", nargs="?", help="send this and exit (default: a session)")
     chat.add_argument("--thread", help="continue this thread (default: a new one)")
-    chat.add_argument("--address", default=DEFAULT_ADDRESS)
-    chat.add_argument("--token", help="bearer token (when the server requires one)")
-    _client_tls_flags(chat)
+    chat.add_argument("--agent", default="", help="agent of new threads (default: the default)")
+    connection_flags(chat)
     chat.set_defaults(fn=cmd_chat)
 
     health_ = sub.add_parser("health", help=cmd_health.__doc__)
-    health_.add_argument("--address", default=DEFAULT_ADDRESS)
+    connection_flags(health_, token=False)
     health_.add_argument("--service", default="")
     health_.add_argument("--timeout", type=float, default=3.0)
-    _client_tls_flags(health_)
     health_.set_defaults(fn=cmd_health)
+
+    add_client_commands(sub)
 
     # The token comes on stdin, not as an argument, so it stays out of shell history and `ps`.
     hash_ = sub.add_parser("hash-token", help=cmd_hash_token.__doc__)

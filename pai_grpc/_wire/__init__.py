@@ -8,6 +8,7 @@ loading the runtime. TLS credentials (reloaded from disk) and keepalive
 options of listeners and channels live here too, for the same reason.
 """
 
+from pai_grpc._wire._health import check_health
 from pai_grpc._wire._keepalive import CLIENT_OPTIONS, Keepalive
 from pai_grpc._wire._status import (
     DOMAIN,
@@ -39,6 +40,7 @@ __all__ = [
     "abort_with",
     "add_port",
     "channel",
+    "check_health",
     "error_info",
     "fill_unimplemented",
     "guard",
