@@ -399,7 +399,7 @@ def run_session(ns: Any, tls: Any) -> int:
     """``pai-grpc chat`` without a message: converse on this terminal until Ctrl-D."""
     import sys
 
-    from pai_grpc.client._chat import CLI_RETRY
+    from pai_grpc.client import CLI_RETRY
 
     async def main() -> int:
         async with PaiClient(ns.address, token=ns.token, tls=tls, retry=CLI_RETRY) as client:

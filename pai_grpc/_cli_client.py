@@ -193,8 +193,7 @@ Command = Callable[[Any, argparse.Namespace, TextIO], Awaitable[int]]
 
 def _run_command(command: Command) -> Callable[[argparse.Namespace], int]:
     def run(ns: argparse.Namespace) -> int:
-        from pai_grpc.client import PaiClient, PaiClientError
-        from pai_grpc.client._chat import CLI_RETRY
+        from pai_grpc.client import CLI_RETRY, PaiClient, PaiClientError
 
         async def main() -> int:
             async with PaiClient(

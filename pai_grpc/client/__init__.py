@@ -20,7 +20,7 @@ server's ``ErrorInfo`` reason, ``BadRequest`` field violations and
 """
 
 from pai_grpc._wire import check_health
-from pai_grpc.client._chat import chat
+from pai_grpc.client._chat import CLI_RETRY, chat
 from pai_grpc.client._client import DEFAULT_TIMEOUT, PaiClient, new_request_id
 from pai_grpc.client._errors import (
     AlreadyExistsError,
@@ -43,6 +43,7 @@ from pai_grpc.client._stream import ThreadUpdate, is_recovery_abort, is_terminal
 from pai_grpc.client._sync import SyncPaiClient, SyncRun, SyncThread
 
 __all__ = [
+    "CLI_RETRY",
     "DEFAULT_RETRY",
     "DEFAULT_TIMEOUT",
     "NO_RETRY",
