@@ -1,0 +1,307 @@
+"""The web console in a real browser (Debian's chromium, driven by Selenium).
+
+One server (HTTP port on, static tokens) with a remote lifecycle plugin that
+rejects one tool: log in, find a thread by metadata, see hidden messages
+marked, send a message and watch the run stream to completion, approve a
+pending tool call and see the run resume, and find the remote hook's
+decision on the run's timeline. Screenshots are written under the test's
+tmp dir and, when TEST_ARTIFACTS is set, there too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from pai.v1 import admin_service_pb2, admin_service_pb2_grpc, run_service_pb2, thread_service_pb2
+from pai_grpc.convert import struct_to_proto
+from pai_grpc.domain import ToolModelMessage
+from pai_grpc.lifecycle import BeforeToolCallInput, Continue, Reject, lifecycle
+from pai_grpc.models import ModelCall, ScriptedModel, last_user_text, tool_call_step
+from pai_grpc.plugin_sdk import serve_plugin
+from pai_grpc.plugins import HookHost, PluginConfig, RemoteLifecycle
+from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
+from pai_grpc.testing import InProcessServer, serve_in_process
+from pai_grpc.tools import ToolContext, tool
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+ADMIN_TOKEN = "console-admin"
+AUTH = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
+WAIT_S = 20
+
+
+def _install_browser() -> str | None:
+    """Install chromium and chromium-driver with apt-get when missing; why not, or None."""
+    if os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER):
+        return None
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return "chromium/chromium-driver are missing and apt-get cannot run as root here"
+    for command in (
+        ["apt-get", "update", "-qq"],
+        [
+            "apt-get",
+            "install",
+            "-y",
+            "-qq",
+            "--no-install-recommends",
+            "chromium",
+            "chromium-driver",
+        ],
+    ):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+        if done.returncode != 0:
+            return f"{' '.join(command)} failed: {done.stderr[-500:]}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def driver() -> Iterator[Any]:
+    problem = _install_browser()
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError as e:
+        problem = problem or f"selenium is not installed: {e}"
+    if problem is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"the console browser tests need chromium in CI: {problem}")
+        pytest.skip(f"BROWSER UNAVAILABLE, console browser tests SKIPPED: {problem}")
+    os.environ.setdefault("SE_OFFLINE", "true")
+    os.environ.setdefault("SE_AVOID_STATS", "true")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1280,1000",
+    ):
+        options.add_argument(arg)
+    browser = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    try:
+        yield browser
+    finally:
+        browser.quit()
+
+
+class Target(BaseModel):
+    path: str
+
+
+@tool(approval=True, description="Delete a file.")
+async def delete_file(value: Target, ctx: ToolContext) -> str:
+    return f"deleted {value.path}"
+
+
+@tool(description="Read a file.")
+async def read_file(value: Target, ctx: ToolContext) -> str:
+    return "secret"
+
+
+def script(call: ModelCall) -> Any:
+    said = last_user_text(call.messages) or ""
+    if said.startswith("clean up") and not any(
+        isinstance(m, ToolModelMessage) for m in call.messages
+    ):
+        return tool_call_step(
+            ("c1", "delete_file", {"path": "notes.txt"}), ("c2", "read_file", {"path": "/etc"})
+        )
+    if said.startswith("clean up"):
+        return "cleanup finished"
+    return f"streamed reply to {said}"
+
+
+def guard(i: BeforeToolCallInput) -> Any:
+    """The remote policy: reading files is refused."""
+    if i.tool is not None and i.tool.name == "read_file":
+        return Reject("reading files is refused by the remote policy")
+    return Continue()
+
+
+@pytest.fixture
+async def console_server(sqlite_url: str) -> AsyncIterator[InProcessServer]:
+    host = HookHost()
+    plugin = await serve_plugin(lifecycle("policy", before_tool_call=guard))
+    remote = RemoteLifecycle(PluginConfig(address=plugin.address, timeout=15.0), host)
+    await remote.connect()
+    model = ScriptedModel(script, chunk_delay=0.03)
+    agents = AgentRegistry(
+        [Agent(name=DEFAULT_AGENT, model=model, tools=[delete_file, read_file], lifecycle=remote)]
+    )
+    try:
+        async with serve_in_process(
+            sqlite_url,
+            agents=agents,
+            http_address="127.0.0.1:0",
+            admin_tokens={ADMIN_TOKEN: "acme"},
+            sends_per_second=0,
+        ) as srv:
+            yield srv
+    finally:
+        await remote.close()
+        await plugin.stop(0.5)
+        await host.close()
+
+
+class Shots:
+    """Screenshots under the test's tmp dir (and TEST_ARTIFACTS when set)."""
+
+    def __init__(self, driver: Any, tmp_path: Path) -> None:
+        self.driver = driver
+        self.dirs = [tmp_path / "screenshots"]
+        if os.environ.get("TEST_ARTIFACTS"):
+            self.dirs.append(Path(os.environ["TEST_ARTIFACTS"]) / "console")
+        for d in self.dirs:
+            d.mkdir(parents=True, exist_ok=True)
+
+    def __call__(self, name: str) -> None:
+        png = self.driver.get_screenshot_as_png()
+        for d in self.dirs:
+            (d / f"{name}.png").write_bytes(png)
+
+
+def _wait(driver: Any, condition: Callable[[Any], Any], what: str) -> Any:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, WAIT_S, poll_frequency=0.1).until(condition, message=what)
+
+
+def browse(driver: Any, base: str, apollo: str, shots: Shots) -> dict[str, Any]:
+    """The user's session in the browser (runs in a thread: the server is in the loop)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    # Read and click through the DOM by selector at the moment of use: views
+    # re-render as events arrive, so element handles go stale.
+    def text(selector: str) -> str:
+        found = driver.execute_script(
+            "const n = document.querySelector(arguments[0]); return n ? n.innerText : null;",
+            selector,
+        )
+        return str(found) if found is not None else ""
+
+    def click(selector: str) -> None:
+        driver.execute_script("document.querySelector(arguments[0]).click()", selector)
+
+    def done_with(status: str) -> Callable[[Any], bool]:
+        def check(d: Any) -> bool:
+            live = d.find_elements(By.CSS_SELECTOR, "#live-status[data-done='true']")
+            return bool(live) and text("#run-status") == status
+
+        return check
+
+    seen: dict[str, Any] = {}
+    driver.get(f"{base}/console/")
+    _wait(driver, lambda d: text("#who") == "Not signed in", "the login form")
+    # Keyboard only: type the token and press Enter.
+    driver.find_element(By.ID, "token").send_keys(ADMIN_TOKEN, Keys.ENTER)
+    _wait(driver, lambda d: text("#who") == "Signed in", "signed in")
+    seen["token_in_page"] = ADMIN_TOKEN in driver.page_source
+    _wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "a.thread-link")) == 2, "threads")
+    driver.find_element(By.ID, "filter-metadata").send_keys("project=apollo", Keys.ENTER)
+    links = driver.find_elements(By.CSS_SELECTOR, "a.thread-link")
+    seen["filtered"] = [link.text for link in links]
+    shots("01-threads")
+    links[0].click()
+
+    # The transcript marks the hidden message.
+    _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#transcript li"), "the transcript")
+    seen["hidden"] = [
+        li.get_attribute("data-hidden")
+        for li in driver.find_elements(By.CSS_SELECTOR, "#transcript li")
+    ]
+    shots("02-thread")
+
+    # Send, then watch the run stream live to completion.
+    driver.find_element(By.ID, "send-text").send_keys("hello browser")
+    driver.find_element(By.CSS_SELECTOR, "#send-form button[type=submit]").click()
+    _wait(driver, done_with("completed"), "the first run completes")
+    seen["live_text"] = text("#live-text")
+    shots("03-run-streamed")
+
+    # A run that waits for approval; the remote hook rejects the other call.
+    click("#run-head a")
+    _wait(driver, lambda d: d.find_elements(By.ID, "send-text"), "the thread view")
+    driver.find_element(By.ID, "send-text").send_keys("clean up please")
+    driver.find_element(By.CSS_SELECTOR, "#send-form button[type=submit]").click()
+    approve = "li.pending[data-kind='approval'] .approve"
+    _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, approve), "the approval")
+    _wait(driver, lambda d: text("#run-status") == "waiting", "the run waits")
+    seen["waiting_status"] = text("#run-status")
+    shots("04-pending-approval")
+    click(approve)
+    _wait(driver, done_with("completed"), "the resumed run completes")
+    seen["resumed_text"] = text("#live-text")
+    seen["timeline"] = driver.execute_script(
+        "return [...document.querySelectorAll('#timeline-list li')]"
+        ".map((li) => [li.dataset.kind, li.innerText]);"
+    )
+    shots("05-timeline")
+    return seen
+
+
+async def test_console_in_a_browser(
+    console_server: InProcessServer, driver: Any, tmp_path: Path
+) -> None:
+    srv = console_server
+    threads = []
+    for project in ("apollo", "zeus"):
+        created = await srv.threads.CreateThread(
+            thread_service_pb2.CreateThreadRequest(metadata=struct_to_proto({"project": project})),
+            metadata=AUTH,
+        )
+        threads.append(created.thread.id)
+    apollo = threads[0]
+    # Two messages, the first then hidden from the transcript (an operator's rewrite).
+    sent = await srv.threads.Send(
+        thread_service_pb2.SendRequest(
+            thread_id=apollo, parts=[{"text": {"text": "first question"}}]
+        ),
+        metadata=AUTH,
+    )
+    async for _ in srv.runs.StreamRun(
+        run_service_pb2.StreamRunRequest(run_id=sent.run.run_id),
+        metadata=AUTH,
+    ):
+        pass
+    admin = admin_service_pb2_grpc.AdminServiceStub(srv.channel)
+    await admin.UpdateMessageVisibility(
+        admin_service_pb2.UpdateMessageVisibilityRequest(
+            thread_id=apollo, message_ids=[sent.run.message_id], transcript=False
+        ),
+        metadata=AUTH,
+    )
+
+    base = f"http://127.0.0.1:{srv.app.http_port}"
+    seen = await asyncio.to_thread(browse, driver, base, apollo, Shots(driver, tmp_path))
+
+    assert seen["token_in_page"] is False, "the token is never written into the page"
+    assert seen["filtered"] == [apollo]
+    assert seen["hidden"] == ["true", "false"]
+    assert seen["live_text"] == "streamed reply to hello browser"
+    assert seen["waiting_status"] == "waiting"
+    assert seen["resumed_text"].endswith("cleanup finished")
+    kinds = [kind for kind, _ in seen["timeline"]]
+    assert "model call" in kinds
+    assert "tool result" in kinds
+    rejected = "tool error read_file: reading files is refused by the remote policy"
+    assert ["tool error", rejected] in [[k, t.split(" (")[0]] for k, t in seen["timeline"]], seen[
+        "timeline"
+    ]
+    assert (tmp_path / "screenshots" / "05-timeline.png").stat().st_size > 0
