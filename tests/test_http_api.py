@@ -6,6 +6,7 @@ beside the gRPC port, with the same scopes, errors and limits.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import struct
@@ -16,9 +17,13 @@ import httpx2 as httpx
 import pytest
 from google.protobuf import json_format
 from google.rpc import error_details_pb2
+from pydantic import BaseModel
 
 from pai.v1 import run_service_pb2, thread_service_pb2
+from pai_grpc.models import ScriptedModel, tool_call_step
+from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.testing import InProcessServer, serve_in_process
+from pai_grpc.tools import ToolContext, tool
 
 TOKENS = {"token-a": "acme", "token-b": "globex"}
 A = {"authorization": "Bearer token-a"}
@@ -269,3 +274,50 @@ async def test_console_is_served(client: httpx.AsyncClient) -> None:
     assert script.headers["content-type"].startswith(("text/javascript", "application/javascript"))
     assert (await client.get("/console/../pyproject.toml")).status_code == 404
     assert (await client.get("/console/missing.js")).status_code == 404
+
+
+class Target(BaseModel):
+    path: str
+
+
+@tool(approval=True)
+async def remove(value: Target, ctx: ToolContext) -> str:
+    return "removed"
+
+
+async def test_drain_ends_open_streams_with_canceled(sqlite_url: str) -> None:
+    model = ScriptedModel([tool_call_step(("c1", "remove", {"path": "a"}))])
+    agents = AgentRegistry([Agent(name=DEFAULT_AGENT, model=model, tools=[remove])])
+    async with (
+        serve_in_process(sqlite_url, agents=agents, http_address="127.0.0.1:0") as srv,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{srv.app.http_port}", timeout=30) as c,
+    ):
+        thread = (await call(c, "ThreadService/CreateThread", {}, {})).json()["thread"]["id"]
+        sent = await call(
+            c, "ThreadService/Send", {"threadId": thread, "parts": [{"text": {"text": "x"}}]}, {}
+        )
+        request = envelope(json.dumps({"runId": sent.json()["run"]["runId"]}).encode())
+        received: list[tuple[int, bytes]] = []
+        waiting = asyncio.Event()
+
+        async def follow() -> None:
+            async with c.stream(
+                "POST",
+                "/pai.v1.RunService/StreamRun",
+                content=request,
+                headers={"content-type": "application/connect+json"},
+            ) as response:
+                body = b""
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if b"RUN_STATUS_WAITING" in body:
+                        waiting.set()
+                received.extend(frames(body))
+
+        reader = asyncio.create_task(follow())
+        await asyncio.wait_for(waiting.wait(), 10)
+        await srv.app.stop(grace=5)
+        await asyncio.wait_for(reader, 10)
+    flags, end = received[-1]
+    assert flags == 2
+    assert json.loads(end)["error"]["code"] == "canceled"

@@ -13,9 +13,10 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from pai.v1 import admin_service_pb2_grpc, run_service_pb2_grpc, thread_service_pb2_grpc
 from pai_grpc._exposure import check_exposure
 from pai_grpc._wire import add_port
-from pai_grpc.config import Settings
+from pai_grpc.config import ConfigError, Settings
 from pai_grpc.runtime import AgentRegistry, Runner, Runtime, ScopeQuotas
 from pai_grpc.server._admin import AdminService
+from pai_grpc.server._connect import connect_applications
 from pai_grpc.server._decode import add_guarded
 from pai_grpc.server._http import HttpServer
 from pai_grpc.server._reflection import enable_reflection
@@ -118,6 +119,8 @@ class App:
         await check_schema(self.store)
         if self.settings.tls is not None:
             self.settings.tls.configuration()  # unusable TLS files fail before anything starts
+        if self.settings.http_address is not None:
+            self.http = self._bind_http()  # an unusable HTTP address too
         # Register every contract file so clients can fetch any contract descriptor.
         from pai.v1 import (  # noqa: F401
             admin_service_pb2,
@@ -161,8 +164,15 @@ class App:
         self.port = add_port(server, self.settings.address, self.settings.tls)
         await server.start()
         self.server = server
-        if self.settings.http_address is not None:
-            await self._start_http(threads, runs, admin)
+        if self.http is not None:
+            self.http.serve(connect_applications(threads, runs, admin))
+            self.http_port = await self.http.start()
+            log.info(
+                "serving pai.v1 over Connect and gRPC-Web on %s (port %d)%s",
+                self.settings.http_address,
+                self.http_port,
+                ", console at /console/" if self.settings.file.http.console else "",
+            )
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         if self.store.dialect == "postgresql":
@@ -176,28 +186,19 @@ class App:
         )
         return self.port
 
-    async def _start_http(
-        self, threads: ThreadService, runs: RunService, admin: AdminService
-    ) -> None:
-        """Serve the same servicers over Connect and gRPC-Web, plus the console."""
-        from pai_grpc.server._connect import connect_applications
-        from pai_grpc.server._http import HttpApp, HttpServer
-
+    def _bind_http(self) -> HttpServer:
+        """Bind the HTTP port (ConfigError when the address cannot be bound)."""
         assert self.settings.http_address is not None
         table = self.settings.file.http
-        app = HttpApp(
-            connect_applications(threads, runs, admin),
-            cors_origins=table.cors_origins,
-            console=table.console,
-        )
-        self.http = HttpServer(app, self.settings.http_address, self.settings.tls)
-        self.http_port = await self.http.start()
-        log.info(
-            "serving pai.v1 over Connect and gRPC-Web on %s (port %d)%s",
-            self.settings.http_address,
-            self.http_port,
-            ", console at /console/" if table.console else "",
-        )
+        try:
+            return HttpServer(
+                self.settings.http_address,
+                cors_origins=table.cors_origins,
+                console=table.console,
+                tls=self.settings.tls,
+            )
+        except OSError as e:
+            raise ConfigError(f"cannot serve HTTP on {self.settings.http_address}: {e}") from e
 
     async def stop(self, grace: float | None = None) -> None:
         """Drain gracefully: report NOT_SERVING, stop accepting, finish or hand back runs.
@@ -301,29 +302,6 @@ class RunnerProcess:
         await check_schema(self.store)
         await self.runtime.services.signals.start()
         self.runner.start()
-
-    async def _start_http(
-        self, threads: ThreadService, runs: RunService, admin: AdminService
-    ) -> None:
-        """Serve the same servicers over Connect and gRPC-Web, plus the console."""
-        from pai_grpc.server._connect import connect_applications
-        from pai_grpc.server._http import HttpApp, HttpServer
-
-        assert self.settings.http_address is not None
-        table = self.settings.file.http
-        app = HttpApp(
-            connect_applications(threads, runs, admin),
-            cors_origins=table.cors_origins,
-            console=table.console,
-        )
-        self.http = HttpServer(app, self.settings.http_address, self.settings.tls)
-        self.http_port = await self.http.start()
-        log.info(
-            "serving pai.v1 over Connect and gRPC-Web on %s (port %d)%s",
-            self.settings.http_address,
-            self.http_port,
-            ", console at /console/" if table.console else "",
-        )
 
     async def stop(self, grace: float | None = None) -> None:
         """Finish or hand back in-flight runs, then close."""

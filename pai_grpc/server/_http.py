@@ -86,6 +86,18 @@ class HttpApp:
         self._services = {app.path + "/": app for app in services}
         self._origins = frozenset(cors_origins)
         self._console = _console_files() if console else {}
+        self._calls: set[asyncio.Task[Any]] = set()
+
+    def cancel_calls(self) -> list[asyncio.Task[Any]]:
+        """Cancel the API calls in flight (a drain's end); return their tasks.
+
+        A cancelled stream still ends with a Connect end frame (code
+        ``canceled``), so its client resumes after the last seq it received.
+        """
+        calls = list(self._calls)
+        for task in calls:
+            task.cancel()
+        return calls
 
     def _cors(self, scope: Scope) -> list[tuple[bytes, bytes]]:
         origin = next((v for k, v in scope.get("headers", ()) if k == b"origin"), None)
@@ -124,7 +136,13 @@ class HttpApp:
             return
         service = self._services.get(path[: path.rfind("/") + 1]) if path.count("/") == 2 else None
         if service is not None:
-            await service(scope, receive, _with_headers(send, cors) if cors else send)
+            task = asyncio.current_task()
+            assert task is not None
+            self._calls.add(task)
+            try:
+                await service(scope, receive, _with_headers(send, cors) if cors else send)
+            finally:
+                self._calls.discard(task)
             return
         if path in ("/", "/console"):
             await _respond(send, 308, b"", [(b"location", CONSOLE_PATH.encode())])
@@ -179,27 +197,50 @@ def _bind(address: str) -> socket.socket:
 
 
 class HttpServer:
-    """Serves an ASGI application with hypercorn inside the running event loop."""
+    """Serves an ASGI application with hypercorn inside the running event loop.
 
-    def __init__(self, app: HttpApp, address: str, tls: Any = None) -> None:
-        self._app = app
-        self._address = address
+    The port is bound at construction, so an address that cannot be bound
+    fails before anything else of the process starts.
+
+    Raises:
+        OSError: the address cannot be bound.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        cors_origins: Iterable[str] = (),
+        console: bool = True,
+        tls: Any = None,
+    ) -> None:
+        self._cors_origins = list(cors_origins)
+        self._console = console
+        self._app: HttpApp | None = None
         self._tls = tls
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self.port = 0
+        self._sock: socket.socket | None = _bind(address)
+        self.port: int = self._sock.getsockname()[1]
+
+    def close(self) -> None:
+        """Release the port of a server that was never started."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def serve(self, services: list[ConnectASGIApplication[Any]]) -> None:
+        """The API services this port serves (before :meth:`start`)."""
+        self._app = HttpApp(services, cors_origins=self._cors_origins, console=self._console)
 
     async def start(self) -> int:
-        """Bind and start serving; return the bound port.
-
-        Raises:
-            OSError: the address cannot be bound.
-        """
+        """Start serving on the bound port; return it."""
         from hypercorn.asyncio import serve
         from hypercorn.config import Config
 
-        sock = _bind(self._address)
-        self.port = sock.getsockname()[1]
+        sock, self._sock = self._sock, None
+        assert sock is not None, "started twice"
+        assert self._app is not None, "serve() names the services first"
         config = Config()
         # hypercorn owns the descriptor from here on (and closes it at shutdown).
         config.bind = [f"fd://{sock.detach()}"]
@@ -223,10 +264,21 @@ class HttpServer:
         return self.port
 
     async def stop(self, timeout: float = 2.0) -> None:
-        """Stop accepting and end open calls (streams end when the server closes)."""
-        self._stop.set()
+        """End the calls still open, then stop serving (within ``timeout`` seconds).
+
+        The gRPC port has drained by now (runs finished or handed back), so
+        what is left are streams of waiting runs and watches: they end with
+        ``canceled`` and their clients resume elsewhere. Ending them here,
+        before the server closes its connections, lets every connection close
+        on its own instead of being cut.
+        """
+        self.close()
         if self._task is None:
             return
+        calls = self._app.cancel_calls() if self._app is not None else []
+        if calls:  # their end frames go out before the connections close
+            await asyncio.wait(calls, timeout=timeout)
+        self._stop.set()
         try:
             await asyncio.wait_for(asyncio.shield(self._task), timeout)
         except TimeoutError:
