@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import ssl
 import struct
 from collections.abc import AsyncIterator
 from typing import Any
@@ -321,3 +322,82 @@ async def test_drain_ends_open_streams_with_canceled(sqlite_url: str) -> None:
     flags, end = received[-1]
     assert flags == 2
     assert json.loads(end)["error"]["code"] == "canceled"
+
+
+async def test_watch_thread_streams_over_connect(client: httpx.AsyncClient) -> None:
+    created = await call(client, "ThreadService/CreateThread", {}, A)
+    thread = created.json()["thread"]
+    request = envelope(
+        json.dumps({"threadId": thread["id"], "afterVersion": thread["version"]}).encode()
+    )
+    changes: list[dict[str, Any]] = []
+    changed = asyncio.Event()
+
+    async def watch() -> None:
+        async with client.stream(
+            "POST",
+            "/pai.v1.ThreadService/WatchThread",
+            content=request,
+            headers={**A, "content-type": "application/connect+json"},
+        ) as response:
+            assert response.status_code == 200
+            body = b""
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                done = [json.loads(m) for f, m in frames_prefix(body) if f == 0]
+                if done:
+                    changes.extend(done)
+                    changed.set()
+                    return
+
+    # afterVersion: a change made before the watch is open is still delivered.
+    watcher = asyncio.create_task(watch())
+    updated = await call(
+        client,
+        "ThreadService/UpdateThreadMetadata",
+        {"threadId": thread["id"], "metadata": {"stage": "two"}},
+        A,
+    )
+    assert updated.status_code == 200, updated.text
+    await asyncio.wait_for(changed.wait(), 10)
+    await watcher
+    assert int(changes[0]["thread"]["version"]) > int(thread["version"])
+
+
+def frames_prefix(body: bytes) -> list[tuple[int, bytes]]:
+    """The complete frames at the start of a partly received body."""
+    out = []
+    while len(body) >= 5:
+        flags, size = struct.unpack(">BI", body[:5])
+        if len(body) < 5 + size:
+            break
+        out.append((flags, body[5 : 5 + size]))
+        body = body[5 + size :]
+    return out
+
+
+async def test_the_http_port_serves_tls_with_the_api_certificate(
+    sqlite_url: str, tmp_path: Any
+) -> None:
+    from pai_grpc._wire import ServerTls
+    from tests.certs import CertificateAuthority
+
+    ca = CertificateAuthority()
+    ca_file = ca.write(tmp_path / "ca.pem")
+    server = ca.issue_server(tmp_path / "server")
+    tls = ServerTls(str(server.cert_file), str(server.key_file))
+    async with serve_in_process(
+        sqlite_url, http_address="127.0.0.1:0", tokens=dict(TOKENS), tls=tls, client_tls=None
+    ) as srv:
+        port = srv.app.http_port
+        async with httpx.AsyncClient(verify=ssl.create_default_context(cafile=ca_file)) as c:
+            ok = await c.post(
+                f"https://localhost:{port}/pai.v1.ThreadService/CreateThread", json={}, headers=A
+            )
+            assert ok.status_code == 200, ok.text
+        async with httpx.AsyncClient() as c:  # the system roots do not trust this CA
+            with pytest.raises(httpx.ConnectError):
+                await c.post(f"https://localhost:{port}/pai.v1.ThreadService/CreateThread")
+        async with httpx.AsyncClient() as c:
+            with pytest.raises(httpx.TransportError):
+                await c.post(f"http://127.0.0.1:{port}/pai.v1.ThreadService/CreateThread")

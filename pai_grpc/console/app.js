@@ -87,6 +87,7 @@ document.getElementById("sign-out").addEventListener("click", () => {
 // ---- threads ----------------------------------------------------------------
 
 async function threadsView() {
+  const signal = leaving.signal;
   const metaInput = h("input", { id: "filter-metadata", placeholder: "key=value or text" });
   const statusSelect = h(
     "select",
@@ -124,6 +125,7 @@ async function threadsView() {
   } catch (e) {
     show(e);
   }
+  if (signal.aborted) return;
   const fill = () => {
     const wanted = metaInput.value.trim().toLowerCase();
     const status = statusSelect.value;
@@ -182,8 +184,11 @@ async function loadTranscript(threadId) {
   return { all: false, messages: r.messages || [] };
 }
 
+const drafts = new Map(); // unsent message text per thread, kept across re-renders
+
 async function threadView(threadId) {
-  main.replaceChildren(h("p", {}, "Loading…"));
+  const signal = leaving.signal;
+  if (!main.querySelector("#transcript")) main.replaceChildren(h("p", {}, "Loading…"));
   let thread;
   let transcript;
   let runs;
@@ -194,10 +199,12 @@ async function threadView(threadId) {
       call("RunService", "ListRuns", { threadId, pageSize: 100 }).then((r) => r.runs || []),
     ]);
   } catch (e) {
+    if (signal.aborted) return;
     main.replaceChildren(h("p", {}, `Cannot open thread ${threadId}.`));
     show(e);
     return;
   }
+  if (signal.aborted) return; // the user moved on while this loaded
   const messages = h(
     "ol",
     { id: "transcript", "aria-label": "Transcript" },
@@ -231,6 +238,8 @@ async function threadView(threadId) {
     ),
   );
   const text = h("textarea", { id: "send-text", rows: 3, cols: 60, required: true });
+  text.value = drafts.get(threadId) || "";
+  text.addEventListener("input", () => drafts.set(threadId, text.value));
   const sendForm = h(
     "form",
     { id: "send-form", class: "stack", "aria-label": "Send a message" },
@@ -241,6 +250,7 @@ async function threadView(threadId) {
     e.preventDefault();
     try {
       const r = await call("ThreadService", "Send", { threadId, parts: [{ text: { text: text.value } }], requestId: crypto.randomUUID() });
+      drafts.delete(threadId);
       location.hash = `#/runs/${r.run.runId}`;
     } catch (err) {
       show(err);
@@ -255,6 +265,7 @@ async function threadView(threadId) {
       show(err);
     }
   });
+  const focused = document.activeElement && document.activeElement.id; // kept across re-renders
   main.replaceChildren(
     h("h2", {}, `Thread ${thread.id}`),
     h(
@@ -275,6 +286,19 @@ async function threadView(threadId) {
         h("thead", {}, h("tr", {}, ["Run", "Status", "Outcome", "Reason", "Usage", "Attempts", "Steps", "Created", ""].map((c) => h("th", { scope: "col" }, c)))),
         h("tbody", {}, runRows))),
   );
+  if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
+  // Follow the thread: any change (a message, a run's progress) re-renders the view.
+  if (signal.aborted) return;
+  try {
+    await stream("ThreadService", "WatchThread", { threadId, afterVersion: String(thread.version) }, () => {
+      if (signal.aborted) return;
+      leaving.abort();
+      leaving = new AbortController();
+      threadView(threadId);
+    }, signal);
+  } catch (e) {
+    if (!signal.aborted && !(e instanceof TypeError)) show(e);
+  }
 }
 
 async function cancelRun(runId, threadId) {
