@@ -120,7 +120,9 @@ def script(call: ModelCall) -> Any:
         isinstance(m, ToolModelMessage) for m in call.messages
     ):
         return tool_call_step(
-            ("c1", "delete_file", {"path": "notes.txt"}), ("c2", "read_file", {"path": "/etc"})
+            ("c1", "delete_file", {"path": "notes.txt"}),
+            ("c2", "read_file", {"path": "/etc"}),
+            text="about to clean up. ",
         )
     if said.startswith("clean up"):
         return "cleanup finished"
@@ -182,7 +184,7 @@ def _wait(driver: Any, condition: Callable[[Any], Any], what: str) -> Any:
     return WebDriverWait(driver, WAIT_S, poll_frequency=0.1).until(condition, message=what)
 
 
-def browse(driver: Any, base: str, apollo: str, shots: Shots) -> dict[str, Any]:
+def browse(driver: Any, base: str, shots: Shots, drop_streams: Callable[[], int]) -> dict[str, Any]:
     """The user's session in the browser (runs in a thread: the server is in the loop)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -245,9 +247,19 @@ def browse(driver: Any, base: str, apollo: str, shots: Shots) -> dict[str, Any]:
     _wait(driver, lambda d: text("#run-status") == "waiting", "the run waits")
     seen["waiting_status"] = text("#run-status")
     shots("04-pending-approval")
+    # The server ends the open stream (as a drain does): the console resumes after its seq.
+    seen["dropped"] = drop_streams()
+    _wait(
+        driver,
+        lambda d: text("#live-status").startswith("reconnecting"),
+        "the console sees the drop",
+    )
     click(approve)
     _wait(driver, done_with("completed"), "the resumed run completes")
     seen["resumed_text"] = text("#live-text")
+    seen["reconnects"] = driver.execute_script(
+        "return document.getElementById('live-status').dataset.reconnects"
+    )
     seen["timeline"] = driver.execute_script(
         "return [...document.querySelectorAll('#timeline-list li')]"
         ".map((li) => [li.dataset.kind, li.innerText]);"
@@ -289,14 +301,26 @@ async def test_console_in_a_browser(
     )
 
     base = f"http://127.0.0.1:{srv.app.http_port}"
-    seen = await asyncio.to_thread(browse, driver, base, apollo, Shots(driver, tmp_path))
+    loop = asyncio.get_running_loop()
+
+    async def cancel() -> int:
+        assert srv.app.http is not None
+        return len(srv.app.http.cancel_calls())
+
+    def drop_streams() -> int:
+        return asyncio.run_coroutine_threadsafe(cancel(), loop).result(timeout=10)
+
+    seen = await asyncio.to_thread(browse, driver, base, Shots(driver, tmp_path), drop_streams)
 
     assert seen["token_in_page"] is False, "the token is never written into the page"
     assert seen["filtered"] == [apollo]
     assert seen["hidden"] == ["true", "false"]
     assert seen["live_text"] == "streamed reply to hello browser"
     assert seen["waiting_status"] == "waiting"
-    assert seen["resumed_text"].endswith("cleanup finished")
+    assert seen["dropped"] == 1
+    assert seen["reconnects"] == "1"
+    # Resumed by seq: the text before the drop once, then the rest.
+    assert seen["resumed_text"] == "about to clean up. cleanup finished", seen["timeline"]
     kinds = [kind for kind, _ in seen["timeline"]]
     assert "model call" in kinds
     assert "tool result" in kinds

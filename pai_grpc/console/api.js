@@ -100,9 +100,10 @@ function envelope(json) {
 /**
  * Call a server-streaming method; onMessage(message) for each response.
  * Resolves when the stream ends cleanly; rejects with an ApiError (or a
- * TypeError when the connection drops). signal aborts it.
+ * TypeError when the connection drops). signal aborts it; onOpen() runs once
+ * the server has accepted the call.
  */
-export async function stream(service, method, request, onMessage, signal) {
+export async function stream(service, method, request, onMessage, signal, onOpen) {
   const response = await fetch(`/pai.v1.${service}/${method}`, {
     method: "POST",
     headers: headers("application/connect+json"),
@@ -118,6 +119,7 @@ export async function stream(service, method, request, onMessage, signal) {
     }
     throw toError(body, response.status);
   }
+  if (onOpen) onOpen();
   const reader = response.body.getReader();
   let buffer = new Uint8Array(0);
   let ended = false;

@@ -39,6 +39,7 @@ function show(error) {
 const short = (s) => (s || "").replace(/^(THREAD_STATUS|RUN_STATUS|RUN_OUTCOME|MESSAGE_ROLE|PENDING_ACTION_KIND|FINISH_REASON)_/, "").toLowerCase();
 const json = (v) => (v === undefined ? "" : JSON.stringify(v));
 const when = (t) => (t ? new Date(t).toLocaleString() : "");
+const RETRYABLE = new Set(["unavailable", "canceled", "deadline_exceeded"]);
 const TERMINAL = new Set(["RUN_STATUS_COMPLETED", "RUN_STATUS_FAILED", "RUN_STATUS_CANCELLED"]);
 
 function usageText(u) {
@@ -411,8 +412,10 @@ async function runView(runId) {
   };
 
   let lastSeq = 0;
-  // The live text of each step: a recovery abort drops the step in progress.
+  // The live text of each step. A committed message fixes the steps so far;
+  // an abort (a new execution) drops whatever was streamed after that.
   let steps = [{ text: "", reasoning: "" }];
+  let committed = 0;
   const draw = () => {
     text.textContent = steps.map((s) => s.text).join("");
     reasoning.textContent = steps.map((s) => s.reasoning).join("");
@@ -427,7 +430,7 @@ async function runView(runId) {
       if (chunk.startStep) steps.push({ text: "", reasoning: "" });
       else if (chunk.textDelta) current.text += chunk.textDelta.text;
       else if (chunk.reasoningDelta) current.reasoning += chunk.reasoningDelta.text;
-      else if (chunk.abort) steps[steps.length - 1] = { text: "", reasoning: "" };
+      else if (chunk.abort) steps = [...steps.slice(0, committed), { text: "", reasoning: "" }];
       else if (chunk.toolCall) tools.append(h("li", { dataset: { toolCallId: chunk.toolCall.toolCallId } }, `${chunk.toolCall.toolName} ${json(chunk.toolCall.input)}`));
       else if (chunk.toolResult || chunk.toolError) {
         const r = chunk.toolResult || chunk.toolError;
@@ -436,6 +439,7 @@ async function runView(runId) {
       }
       draw();
     }
+    if (event.message) committed = steps.length;
     if (event.status) {
       status.textContent = short(event.status.status);
       refresh();
@@ -448,22 +452,32 @@ async function runView(runId) {
 
   await refresh();
   // Follow live until the run is terminal, resuming after the last seq on a drop.
-  for (let attempt = 0; !signal.aborted; attempt++) {
+  for (let attempt = 0, failures = 0; !signal.aborted; attempt++) {
     try {
-      await stream("RunService", "StreamRun", { runId, afterSeq: String(lastSeq) }, onEvent, signal);
+      const opened = () => {
+        failures = 0;
+        if (attempt > 0) {
+          status.dataset.reconnects = String(attempt);
+          status.textContent = `resumed after seq ${lastSeq}`;
+        }
+      };
+      await stream("RunService", "StreamRun", { runId, afterSeq: String(lastSeq) }, onEvent, signal, opened);
       await refresh();
       status.textContent = run ? short(run.status) : "ended";
       status.dataset.done = "true";
       return;
     } catch (e) {
       if (signal.aborted) return;
-      if (e instanceof ApiError && e.code !== "unavailable") {
+      // A drained or restarting server ends streams with canceled/unavailable:
+      // reconnect and resume after the last seq received.
+      if (e instanceof ApiError && !RETRYABLE.has(e.code)) {
         status.textContent = `stream failed: ${e.code}`;
         show(e);
         return;
       }
       status.textContent = `reconnecting after seq ${lastSeq}…`;
-      await new Promise((r) => setTimeout(r, Math.min(500 * 2 ** attempt, 5000)));
+      failures += 1;
+      await new Promise((r) => setTimeout(r, Math.min(250 * 2 ** failures, 5000)));
     }
   }
 }

@@ -54,7 +54,7 @@ export function timelineEntries(events, run) {
       } else if (c.error) {
         out.push({ kind: "error", text: `${c.error.reason}: ${c.error.message}`, failed: true });
       } else if (c.abort) {
-        out.push({ kind: "abort", text: `step abandoned (${c.abort.reason || "no reason"}): a new attempt follows`, failed: true });
+        out.push({ kind: "abort", text: `new execution (${c.abort.reason || "no reason"}): output since the last committed message discarded` });
       } else if (c.data && !c.data.transient) {
         out.push({ kind: "data", text: `${c.data.name} ${JSON.stringify(c.data.data ?? null)}` });
       }

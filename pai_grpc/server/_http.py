@@ -229,6 +229,10 @@ class HttpServer:
             self._sock.close()
             self._sock = None
 
+    def cancel_calls(self) -> list[asyncio.Task[Any]]:
+        """End the API calls in flight now (streams end with ``canceled``)."""
+        return self._app.cancel_calls() if self._app is not None else []
+
     def serve(self, services: list[ConnectASGIApplication[Any]]) -> None:
         """The API services this port serves (before :meth:`start`)."""
         self._app = HttpApp(services, cors_origins=self._cors_origins, console=self._console)
@@ -275,7 +279,7 @@ class HttpServer:
         self.close()
         if self._task is None:
             return
-        calls = self._app.cancel_calls() if self._app is not None else []
+        calls = self.cancel_calls()
         if calls:  # their end frames go out before the connections close
             await asyncio.wait(calls, timeout=timeout)
         self._stop.set()
