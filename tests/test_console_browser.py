@@ -23,14 +23,14 @@ from pydantic import BaseModel
 
 from pai.v1 import admin_service_pb2, admin_service_pb2_grpc, run_service_pb2, thread_service_pb2
 from pai_grpc.convert import struct_to_proto
-from pai_grpc.domain import ToolModelMessage
+from pai_grpc.domain import ToolModelMessage, UserModelMessage
 from pai_grpc.lifecycle import BeforeToolCallInput, Continue, Reject, lifecycle
 from pai_grpc.models import ModelCall, ScriptedModel, last_user_text, tool_call_step
 from pai_grpc.plugin_sdk import serve_plugin
 from pai_grpc.plugins import HookHost, PluginConfig, RemoteLifecycle
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.testing import InProcessServer, serve_in_process
-from pai_grpc.tools import ToolContext, tool
+from pai_grpc.tools import ToolContext, client_tool, tool
 
 pytestmark = pytest.mark.slow
 
@@ -114,11 +114,34 @@ async def read_file(value: Target, ctx: ToolContext) -> str:
     return "secret"
 
 
+pick_color = client_tool("pick_color", description="Ask the user for a colour.")
+
+
+def _tool_outputs(call: ModelCall) -> list[Any]:
+    """The tool outputs of the current turn (after the last user message)."""
+    last_user = max(
+        (i for i, m in enumerate(call.messages) if isinstance(m, UserModelMessage)), default=-1
+    )
+    return [
+        part.output
+        for m in call.messages[last_user + 1 :]
+        if isinstance(m, ToolModelMessage)
+        for part in m.content
+    ]
+
+
 def script(call: ModelCall) -> Any:
     said = last_user_text(call.messages) or ""
-    if said.startswith("clean up") and not any(
-        isinstance(m, ToolModelMessage) for m in call.messages
-    ):
+    outputs = _tool_outputs(call)
+    if said == "choose":
+        if not outputs:
+            return tool_call_step(("p1", "pick_color", {}))
+        return f"you chose {outputs[0].value}"
+    if said.startswith("delete"):
+        if not outputs:
+            return tool_call_step(("d1", "delete_file", {"path": said.split()[-1]}))
+        return f"delete outcome: {outputs[0].type}"
+    if said.startswith("clean up") and not outputs:
         return tool_call_step(
             ("c1", "delete_file", {"path": "notes.txt"}),
             ("c2", "read_file", {"path": "/etc"}),
@@ -144,7 +167,14 @@ async def console_server(sqlite_url: str) -> AsyncIterator[InProcessServer]:
     await remote.connect()
     model = ScriptedModel(script, chunk_delay=0.03)
     agents = AgentRegistry(
-        [Agent(name=DEFAULT_AGENT, model=model, tools=[delete_file, read_file], lifecycle=remote)]
+        [
+            Agent(
+                name=DEFAULT_AGENT,
+                model=model,
+                tools=[delete_file, read_file, pick_color],
+                lifecycle=remote,
+            )
+        ]
     )
     try:
         async with serve_in_process(
@@ -329,3 +359,109 @@ async def test_console_in_a_browser(
         "timeline"
     ]
     assert (tmp_path / "screenshots" / "05-timeline.png").stat().st_size > 0
+
+
+def act(driver: Any, base: str, thread_id: str, shots: Shots) -> dict[str, Any]:
+    """Client-tool result entry, Deny with a reason, Cancel and Regenerate, in the browser."""
+    from selenium.webdriver.common.by import By
+
+    def text(selector: str) -> str:
+        found = driver.execute_script(
+            "const n = document.querySelector(arguments[0]); return n ? n.innerText : null;",
+            selector,
+        )
+        return str(found) if found is not None else ""
+
+    def click(selector: str) -> None:
+        driver.execute_script("document.querySelector(arguments[0]).click()", selector)
+
+    def run_with(status: str) -> Callable[[Any], bool]:
+        return lambda d: text("#run-status") == status
+
+    def send(message: str) -> None:
+        driver.get(f"{base}/console/#/threads/{thread_id}")
+        _wait(driver, lambda d: d.find_elements(By.ID, "send-text"), "the thread view")
+        driver.find_element(By.ID, "send-text").send_keys(message)
+        click("#send-form button[type=submit]")
+        _wait(driver, lambda d: d.find_elements(By.ID, "live-status"), "the run view")
+
+    seen: dict[str, Any] = {}
+    driver.get(f"{base}/console/")
+    driver.find_element(By.ID, "token").send_keys(ADMIN_TOKEN)
+    click("#sign-in")
+
+    send("choose")
+    result = "li.pending[data-kind='client_tool'] textarea.tool-result"
+    _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, result), "the client tool")
+    driver.find_element(By.CSS_SELECTOR, result).send_keys('"blue"')
+    click("li.pending[data-kind='client_tool'] .submit-result")
+    _wait(driver, run_with("completed"), "the client tool's run completes")
+    _wait(driver, lambda d: text("#live-text") == "you chose blue", "the answer")
+    shots("11-client-tool")
+
+    send("delete notes.txt")
+    reason = "li.pending[data-kind='approval'] input.deny-reason"
+    _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, reason), "the approval")
+    driver.find_element(By.CSS_SELECTOR, reason).send_keys("not today")
+    click("li.pending[data-kind='approval'] .deny")
+    _wait(driver, run_with("completed"), "the denied run completes")
+    _wait(driver, lambda d: text("#live-text") == "delete outcome: execution-denied", "the answer")
+    seen["denied_timeline"] = text("#timeline-list")
+    shots("12-denied")
+
+    send("delete other.txt")
+    _wait(driver, run_with("waiting"), "the run waits")
+    click("#cancel-run")
+    _wait(driver, run_with("cancelled"), "the run is cancelled")
+    seen["cancel_outcome"] = text("#run-head")
+    shots("13-cancelled")
+
+    driver.get(f"{base}/console/#/threads/{thread_id}")
+    _wait(driver, lambda d: d.find_elements(By.ID, "regenerate"), "the thread view")
+    runs_before = len(driver.find_elements(By.CSS_SELECTOR, "a.run-link"))
+    seen["runs_before"] = runs_before
+    click("#regenerate")
+    # The cancelled answer to "delete other.txt" is answered again: a new approval.
+    _wait(driver, run_with("waiting"), "the regenerated run waits for approval")
+    seen["regenerated_pending"] = len(
+        driver.find_elements(By.CSS_SELECTOR, "li.pending[data-kind='approval']")
+    )
+    shots("14-regenerated")
+    return seen
+
+
+async def test_console_actions_in_a_browser(
+    console_server: InProcessServer, driver: Any, tmp_path: Path
+) -> None:
+    srv = console_server
+    created = await srv.threads.CreateThread(
+        thread_service_pb2.CreateThreadRequest(), metadata=AUTH
+    )
+    thread_id = created.thread.id
+    base = f"http://127.0.0.1:{srv.app.http_port}"
+    shots = Shots(driver, tmp_path)
+    try:
+        seen = await asyncio.to_thread(act, driver, base, thread_id, shots)
+    except Exception:
+        shots("failure-actions")
+        raise
+
+    assert "denied: d1" in seen["denied_timeline"]
+    assert "Status\ncancelled" in seen["cancel_outcome"]
+    assert seen["runs_before"] == 3
+    assert seen["regenerated_pending"] == 1
+    runs = await srv.runs.ListRuns(
+        run_service_pb2.ListRunsRequest(thread_id=thread_id), metadata=AUTH
+    )
+    assert len(runs.runs) == 4
+    # The deny reason reached the run as the API carries it (the tool part's approval).
+    listed = await srv.threads.ListMessages(
+        thread_service_pb2.ListMessagesRequest(thread_id=thread_id), metadata=AUTH
+    )
+    approvals = [
+        part.tool.approval
+        for m in listed.messages
+        for part in m.parts
+        if part.WhichOneof("part") == "tool" and part.tool.tool_name == "delete_file"
+    ]
+    assert any(a.reason == "not today" and not a.approved for a in approvals)

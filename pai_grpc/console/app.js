@@ -36,7 +36,7 @@ function show(error) {
   }, 8000);
 }
 
-const short = (s) => (s || "").replace(/^(THREAD_STATUS|RUN_STATUS|RUN_OUTCOME|MESSAGE_ROLE|PENDING_ACTION_KIND|FINISH_REASON)_/, "").toLowerCase();
+const short = (s) => (s || "").replace(/^(THREAD_STATUS|RUN_STATUS|RUN_OUTCOME|MESSAGE_ROLE|PENDING_ACTION_KIND|FINISH_REASON|TOOL_STATE)_/, "").toLowerCase();
 const json = (v) => (v === undefined ? "" : JSON.stringify(v));
 const when = (t) => (t ? new Date(t).toLocaleString() : "");
 const RETRYABLE = new Set(["unavailable", "canceled", "deadline_exceeded"]);
@@ -219,6 +219,8 @@ async function threadView(threadId) {
         hidden && h("span", { class: "badge hidden" }, "hidden from transcript"),
         outOfContext && h("span", { class: "badge" }, "not in model context"),
         m.runId && h("a", { class: "badge", href: `#/runs/${m.runId}` }, "run"),
+        m.role === "MESSAGE_ROLE_ASSISTANT" &&
+          h("button", { type: "button", class: "badge regenerate-from", "aria-label": `Regenerate from message ${m.id}`, onclick: () => regenerateFrom(threadId, m.id, thread.etag) }, "regenerate from here"),
         (m.parts || []).map(partText).filter((t) => t !== null).map((t) => h("pre", {}, t)),
       );
     }),
@@ -257,15 +259,12 @@ async function threadView(threadId) {
       show(err);
     }
   });
-  const regenerate = h("button", { type: "button", id: "regenerate" }, "Regenerate last answer");
-  regenerate.addEventListener("click", async () => {
-    try {
-      const r = await call("ThreadService", "Regenerate", { threadId, etag: thread.etag, requestId: crypto.randomUUID() });
-      location.hash = `#/runs/${r.run.runId}`;
-    } catch (err) {
-      show(err);
-    }
-  });
+  // Regenerate answers again from an assistant message (it and every later
+  // message are removed); "last answer" is the first one after the last user message.
+  const lastUser = transcript.messages.map((m) => m.role).lastIndexOf("MESSAGE_ROLE_USER");
+  const lastAnswer = transcript.messages.slice(lastUser + 1).find((m) => m.role === "MESSAGE_ROLE_ASSISTANT");
+  const regenerate = h("button", { type: "button", id: "regenerate", disabled: !lastAnswer }, "Regenerate last answer");
+  regenerate.addEventListener("click", () => regenerateFrom(threadId, lastAnswer.id, thread.etag));
   const focused = document.activeElement && document.activeElement.id; // kept across re-renders
   main.replaceChildren(
     h("h2", {}, `Thread ${thread.id}`),
@@ -299,6 +298,15 @@ async function threadView(threadId) {
     }, signal);
   } catch (e) {
     if (!signal.aborted && !(e instanceof TypeError)) show(e);
+  }
+}
+
+async function regenerateFrom(threadId, messageId, etag) {
+  try {
+    const r = await call("ThreadService", "Regenerate", { threadId, messageId, etag, requestId: crypto.randomUUID() });
+    location.hash = `#/runs/${r.run.runId}`;
+  } catch (err) {
+    show(err);
   }
 }
 
