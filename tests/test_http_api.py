@@ -17,7 +17,7 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 from google.protobuf import json_format
-from google.rpc import error_details_pb2
+from google.rpc import error_details_pb2, status_pb2
 from pydantic import BaseModel
 
 from pai.v1 import run_service_pb2, thread_service_pb2
@@ -177,8 +177,17 @@ async def test_grpc_web_error_has_status_in_trailers(client: httpx.AsyncClient) 
         content=envelope(thread_service_pb2.GetThreadRequest(thread_id="nope").SerializeToString()),
         headers={"content-type": "application/grpc-web+proto", "x-grpc-web": "1"},
     )
-    text = (response.headers.get("grpc-status") or "") + response.content.decode("latin-1")
-    assert "16" in text, "UNAUTHENTICATED without a credential"
+    assert response.status_code == 200
+    ((flags, trailer_block),) = frames(response.content)
+    assert flags & 0x80, "a trailers frame"
+    trailers = dict(line.split(": ", 1) for line in trailer_block.decode().split("\r\n") if line)
+    assert trailers["grpc-status"] == "16", "UNAUTHENTICATED without a credential"
+    rich = status_pb2.Status.FromString(
+        base64.b64decode(trailers["grpc-status-details-bin"] + "===")
+    )
+    info = error_details_pb2.ErrorInfo()
+    assert rich.details[0].Unpack(info)
+    assert (info.reason, info.domain) == ("MISSING_CREDENTIAL", "pai.v1")
 
 
 async def test_errors_carry_code_and_error_info(client: httpx.AsyncClient) -> None:
@@ -239,15 +248,12 @@ async def test_send_limit_applies_on_the_http_port(sqlite_url: str) -> None:
         assert error_details(limited)["retry"].retry_delay.ToMilliseconds() > 0
 
 
-async def test_cors_only_for_configured_origins(sqlite_url: str, tmp_path: Any) -> None:
-    config = tmp_path / "pai.toml"
-    config.write_text('[http]\ncors_origins = ["https://app.example"]\n')
-    from pai_grpc.config import Settings
+async def test_cors_only_for_configured_origins(sqlite_url: str) -> None:
+    from pai_grpc._config_file import parse_config
 
-    file_settings = Settings(config_path=str(config))
-    file_settings.load_file(config)
+    file = parse_config({"http": {"cors_origins": ["https://app.example"]}}, "t")
     async with (
-        serve_in_process(sqlite_url, http_address="127.0.0.1:0", file=file_settings.file) as srv,
+        serve_in_process(sqlite_url, http_address="127.0.0.1:0", file=file) as srv,
         httpx.AsyncClient(base_url=f"http://127.0.0.1:{srv.app.http_port}") as c,
     ):
         path = "/pai.v1.ThreadService/ListThreads"
@@ -401,3 +407,16 @@ async def test_the_http_port_serves_tls_with_the_api_certificate(
         async with httpx.AsyncClient() as c:
             with pytest.raises(httpx.TransportError):
                 await c.post(f"http://127.0.0.1:{port}/pai.v1.ThreadService/CreateThread")
+
+
+async def test_console_can_be_turned_off(sqlite_url: str) -> None:
+    from pai_grpc._config_file import parse_config
+
+    file = parse_config({"http": {"console": False}}, "t")
+    async with (
+        serve_in_process(sqlite_url, http_address="127.0.0.1:0", file=file) as srv,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{srv.app.http_port}") as c,
+    ):
+        assert (await c.get("/console/")).status_code == 404
+        listed = await c.post("/pai.v1.ThreadService/ListThreads", json={})
+        assert listed.status_code == 200
