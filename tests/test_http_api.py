@@ -12,10 +12,12 @@ import json
 import ssl
 import struct
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 import pytest
+from cryptography.hazmat.primitives import serialization
 from google.protobuf import json_format
 from google.rpc import error_details_pb2, status_pb2
 from pydantic import BaseModel
@@ -420,3 +422,39 @@ async def test_console_can_be_turned_off(sqlite_url: str) -> None:
         assert (await c.get("/console/")).status_code == 404
         listed = await c.post("/pai.v1.ThreadService/ListThreads", json={})
         assert listed.status_code == 200
+
+
+async def test_jwt_bearer_tokens_on_the_http_port(sqlite_url: str, tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from tests._identity_support import AUDIENCE, ISSUER, config_file, sign
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = tmp_path / "jwt.pem"
+    pem.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    config = config_file(
+        tmp_path / "pai.toml",
+        f'[auth.jwt]\npublic_key_file = "{pem}"\nissuer = "{ISSUER}"\n'
+        f'audience = ["{AUDIENCE}"]\nalgorithms = ["RS256"]\n',
+    )
+    async with (
+        serve_in_process(sqlite_url, http_address="127.0.0.1:0", file=config) as srv,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{srv.app.http_port}") as c,
+    ):
+        alice = {"authorization": f"Bearer {sign(key, None, pai_scope='tenant-a')}"}
+        bob = {"authorization": f"Bearer {sign(key, None, pai_scope='tenant-b', sub='bob')}"}
+        made = await call(c, "ThreadService/CreateThread", {}, alice)
+        assert made.status_code == 200, made.text
+        mine = await call(c, "ThreadService/ListThreads", {}, alice)
+        assert [t["id"] for t in mine.json()["threads"]] == [made.json()["thread"]["id"]]
+        assert (await call(c, "ThreadService/ListThreads", {}, bob)).json() == {}
+        expired = sign(key, None, pai_scope="tenant-a", exp=1)
+        late = await call(
+            c, "ThreadService/ListThreads", {}, {"authorization": f"Bearer {expired}"}
+        )
+        assert late.status_code == 401
+        assert error_details(late)["info"].reason == "TOKEN_EXPIRED"
