@@ -100,7 +100,7 @@ async function threadsView() {
   const table = h(
     "table",
     { id: "threads-table" },
-    h("caption", {}, "Threads (newest first)"),
+    h("caption", {}, "Threads"),
     h("thead", {}, h("tr", {}, ["Thread", "Agent", "Status", "Messages", "Updated", "Metadata"].map((c) => h("th", { scope: "col" }, c)))),
     body,
   );
