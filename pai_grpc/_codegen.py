@@ -23,8 +23,27 @@ def proto_files() -> list[Path]:
     return sorted((PROTO_ROOT / "pai" / "v1").glob("*.proto"))
 
 
+#: The services the API serves over Connect and gRPC-Web too (the HTTP port):
+#: their ``*_connect.py`` modules share the ``_pb2`` messages (``protobuf=google``).
+CONNECT_PROTOS = ("admin_service.proto", "run_service.proto", "thread_service.proto")
+
+
+def _connect_plugin() -> Path:
+    """protoc-gen-connectrpc of this interpreter's environment (a dev dependency)."""
+    found = Path(sys.executable).parent / "protoc-gen-connectrpc"
+    if found.exists():
+        return found
+    which = shutil.which("protoc-gen-connectrpc")
+    if which is None:
+        raise RuntimeError("protoc-gen-connectrpc is not installed (pip install -e '.[dev]')")
+    return Path(which)
+
+
 def generate(out_dir: Path) -> None:
-    """Write ``pai/v1/*_pb2.py``, ``*_pb2.pyi`` and ``*_pb2_grpc.py`` into ``out_dir``."""
+    """Write ``pai/v1/*_pb2.py``, ``*_pb2.pyi``, ``*_pb2_grpc.py`` and ``*_connect.py``.
+
+    The Connect modules are generated only for the services the API serves.
+    """
     from grpc_tools import protoc  # dev dependency: only needed to regenerate
 
     include = Path(protoc.__file__).parent / "_proto"
@@ -44,6 +63,18 @@ def generate(out_dir: Path) -> None:
     code = protoc.main(args)
     if code != 0:
         raise RuntimeError(f"protoc failed with exit code {code}")
+    connect_args = [
+        "grpc_tools.protoc",
+        f"-I{PROTO_ROOT}",
+        f"-I{include}",
+        f"--plugin=protoc-gen-connectrpc={_connect_plugin()}",
+        f"--connectrpc_out={out_dir}",
+        "--connectrpc_opt=protobuf=google",
+        *(f"pai/v1/{name}" for name in CONNECT_PROTOS),
+    ]
+    code = protoc.main(connect_args)
+    if code != 0:
+        raise RuntimeError(f"protoc (connectrpc) failed with exit code {code}")
     for package in (target, target / "v1"):
         (package / "__init__.py").write_text(PACKAGE_MARKER)
         (package / "py.typed").write_text("")

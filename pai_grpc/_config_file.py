@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import ErrorDetails
 
 from pai_grpc._config_auth import AuthTable
+from pai_grpc._config_http import HttpTable
 from pai_grpc._config_limits import LimitsTable
 from pai_grpc._config_metrics import MetricsTable
 from pai_grpc._config_telemetry import TelemetryTable
@@ -368,6 +369,9 @@ class ConfigFile(_Table):
     )
     limits: LimitsTable = Field(default_factory=LimitsTable, description="Per-scope limits.")
     metrics: MetricsTable = Field(default_factory=MetricsTable, description="Metrics export.")
+    http: HttpTable = Field(
+        default_factory=HttpTable, description="The HTTP port (Connect, gRPC-Web, console)."
+    )
     hook_host: HookHostTable = Field(
         default_factory=HookHostTable, description="The HookHostService for remote plugins."
     )

@@ -63,8 +63,14 @@ def check_exposure(settings: Settings, *, warn: bool = True) -> None:
         InsecureBind: no auth is configured, the address is not loopback and
             ``insecure_dev`` is not set (the command exits 2 with this message).
     """
-    if not settings.dev_mode or is_loopback(settings.address):
+    if not settings.dev_mode:
         return
+    for address in (settings.address, settings.http_address):
+        if address is not None and not is_loopback(address):
+            _refuse_or_warn(settings, address, warn=warn)
+
+
+def _refuse_or_warn(settings: Settings, address: str, *, warn: bool) -> None:
     if settings.insecure_dev:
         if not warn:
             return
@@ -72,11 +78,11 @@ def check_exposure(settings: Settings, *, warn: bool = True) -> None:
             "INSECURE: serving %s with no authentication (--insecure-dev): anyone who can "
             "reach this address can read and write every thread. Configure [auth] before "
             "exposing this server.",
-            settings.address,
+            address,
         )
         return
     raise InsecureBind(
-        f"refusing to serve {settings.address} with no authentication configured: in dev "
+        f"refusing to serve {address} with no authentication configured: in dev "
         "mode every caller gets full access to one shared scope, and this address is "
         "reachable from other machines. Configure [auth] tokens in a config file "
         "(--config / PAI_CONFIG), listen on a loopback address (127.0.0.1:PORT), or pass "

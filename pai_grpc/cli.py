@@ -21,6 +21,7 @@ def _settings(ns: argparse.Namespace) -> Settings:
         config_path=getattr(ns, "config", None),
         insecure_dev=True if getattr(ns, "insecure_dev", False) else None,
         metrics_address=getattr(ns, "metrics_address", None),
+        http_address=getattr(ns, "http_address", None),
     )
 
 
@@ -221,6 +222,12 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve a non-loopback address with no auth configured (env PAI_INSECURE_DEV=1); "
         "anyone who can reach it gets full access",
+    )
+    serve.add_argument(
+        "--http-address",
+        metavar="HOST:PORT",
+        help="also serve the API over Connect and gRPC-Web, and the console at /console/, "
+        "here ([http] address; default off)",
     )
     _observability_flags(serve)
     serve.set_defaults(fn=cmd_serve)

@@ -64,6 +64,8 @@ class Settings:
             configured (``--insecure-dev``, ``PAI_INSECURE_DEV=1``).
         metrics_address: ``HOST:PORT`` of the Prometheus ``/metrics``
             endpoint (None: none).
+        http_address: ``HOST:PORT`` of the HTTP port (Connect, gRPC-Web
+            and the console; None: none).
         file: The validated config file (agents, tools, tool servers, hook
             host); empty without ``config_path``.
         tls: TLS of the API port (``[tls]`` or the ``--tls-*`` flags); None
@@ -88,6 +90,7 @@ class Settings:
     send_burst: int = DEFAULT_SEND_BURST
     insecure_dev: bool = False
     metrics_address: str | None = None
+    http_address: str | None = None
     file: ConfigFile = field(default_factory=ConfigFile)
     tls: ServerTls | None = None
     keepalive: Keepalive = field(default_factory=Keepalive)
@@ -135,6 +138,8 @@ class Settings:
         self.admin_tokens.update(config.auth.admin_tokens)
         if config.metrics.address is not None and self.metrics_address is None:
             self.metrics_address = config.metrics.address
+        if config.http.address is not None and self.http_address is None:
+            self.http_address = config.http.address
         # Only what the file sets: unset keys keep defaults and explicit overrides.
         for table, names in (
             (config.runner, {"concurrency": "runner_concurrency"}),

@@ -222,3 +222,21 @@ def test_the_image_command_needs_a_config_or_the_explicit_flag(
         assert REFUSAL in log
     else:
         assert code == 0, log
+
+
+async def test_the_http_port_is_refused_off_loopback_in_dev_mode(sqlite_url: str) -> None:
+    refused = _app(sqlite_url, await migrated_store(sqlite_url), http_address="0.0.0.0:0")
+    with pytest.raises(InsecureBind, match=f"{REFUSAL} 0.0.0.0:0"):
+        await refused.start()
+    assert refused.server is None
+    assert refused.http is None
+    await refused.stop(grace=0)
+    allowed = _app(
+        sqlite_url,
+        await migrated_store(sqlite_url),
+        http_address="0.0.0.0:0",
+        tokens={"tok": "scope"},
+    )
+    await allowed.start()
+    assert allowed.http_port > 0
+    await allowed.stop(grace=0)

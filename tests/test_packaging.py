@@ -53,6 +53,18 @@ def test_the_wheel_migrates_and_imports_without_the_source_tree(tmp_path: Path) 
         check=True,
     )
     assert probe.stdout.startswith(str(target))
+    # The HTTP port's Connect services and the console's static files ship too.
+    for shipped in (
+        "pai/v1/thread_service_connect.py",
+        "pai/v1/run_service_connect.py",
+        "pai/v1/admin_service_connect.py",
+        "pai_grpc/console/index.html",
+        "pai_grpc/console/app.js",
+        "pai_grpc/console/api.js",
+        "pai_grpc/console/timeline.js",
+        "pai_grpc/console/style.css",
+    ):
+        assert (target / shipped).is_file(), shipped
     migrated = subprocess.run(
         [
             sys.executable,

@@ -13,10 +13,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from pai.v1 import admin_service_pb2_grpc, run_service_pb2_grpc, thread_service_pb2_grpc
 from pai_grpc._exposure import check_exposure
 from pai_grpc._wire import add_port
-from pai_grpc.config import Settings
+from pai_grpc.config import ConfigError, Settings
 from pai_grpc.runtime import AgentRegistry, Runner, Runtime, ScopeQuotas
 from pai_grpc.server._admin import AdminService
+from pai_grpc.server._connect import connect_applications
 from pai_grpc.server._decode import add_guarded
+from pai_grpc.server._http import HttpServer
 from pai_grpc.server._reflection import enable_reflection
 from pai_grpc.server._runs import RunService
 from pai_grpc.server._scope import ScopeResolver
@@ -100,6 +102,8 @@ class App:
         self.health = health.aio.HealthServicer()
         self.server: grpc.aio.Server | None = None
         self.port = 0
+        self.http: HttpServer | None = None
+        self.http_port = 0
         self._monitor: asyncio.Task[None] | None = None
         self._availability = asyncio.Event()
         self._stopped = False
@@ -115,6 +119,8 @@ class App:
         await check_schema(self.store)
         if self.settings.tls is not None:
             self.settings.tls.configuration()  # unusable TLS files fail before anything starts
+        if self.settings.http_address is not None:
+            self.http = self._bind_http()  # an unusable HTTP address too
         # Register every contract file so clients can fetch any contract descriptor.
         from pai.v1 import (  # noqa: F401
             admin_service_pb2,
@@ -146,27 +152,27 @@ class App:
             ],
         )
         # Guarded: an undecodable request is INVALID_ARGUMENT with ErrorInfo, never UNKNOWN.
-        add_guarded(
-            thread_service_pb2_grpc.add_ThreadServiceServicer_to_server,
-            ThreadService(self.runtime, self.scopes),
-            server,
-        )
-        add_guarded(
-            run_service_pb2_grpc.add_RunServiceServicer_to_server,
-            RunService(self.runtime, self.scopes),
-            server,
-        )
-        add_guarded(
-            admin_service_pb2_grpc.add_AdminServiceServicer_to_server,
-            AdminService(self.runtime, self.scopes),
-            server,
-        )
+        threads = ThreadService(self.runtime, self.scopes)
+        runs = RunService(self.runtime, self.scopes)
+        admin = AdminService(self.runtime, self.scopes)
+        add_guarded(thread_service_pb2_grpc.add_ThreadServiceServicer_to_server, threads, server)
+        add_guarded(run_service_pb2_grpc.add_RunServiceServicer_to_server, runs, server)
+        add_guarded(admin_service_pb2_grpc.add_AdminServiceServicer_to_server, admin, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         enable_reflection((*SERVICE_NAMES, health.SERVICE_NAME), server)
         # With TLS, handlers see the peer's certificate in context.auth_context().
         self.port = add_port(server, self.settings.address, self.settings.tls)
         await server.start()
         self.server = server
+        if self.http is not None:
+            self.http.serve(connect_applications(threads, runs, admin))
+            self.http_port = await self.http.start()
+            log.info(
+                "serving pai.v1 over Connect and gRPC-Web on %s (port %d)%s",
+                self.settings.http_address,
+                self.http_port,
+                ", console at /console/" if self.settings.file.http.console else "",
+            )
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         if self.store.dialect == "postgresql":
@@ -179,6 +185,20 @@ class App:
             _transport(self.settings),
         )
         return self.port
+
+    def _bind_http(self) -> HttpServer:
+        """Bind the HTTP port (ConfigError when the address cannot be bound)."""
+        assert self.settings.http_address is not None
+        table = self.settings.file.http
+        try:
+            return HttpServer(
+                self.settings.http_address,
+                cors_origins=table.cors_origins,
+                console=table.console,
+                tls=self.settings.tls,
+            )
+        except OSError as e:
+            raise ConfigError(f"cannot serve HTTP on {self.settings.http_address}: {e}") from e
 
     async def stop(self, grace: float | None = None) -> None:
         """Drain gracefully: report NOT_SERVING, stop accepting, finish or hand back runs.
@@ -209,6 +229,8 @@ class App:
             # Then refuse new calls; calls in flight get what is left of the grace
             # (at least a moment, so finished runs' streams deliver their last events).
             await self.server.stop(max(deadline - loop.time(), min(grace, 1.0)))
+        if self.http is not None:
+            await self.http.stop(max(deadline - loop.time(), min(grace, 1.0)))
         await self.runtime.services.signals.close()
         await self.store.close()
         log.info("drained; bye")
