@@ -27,6 +27,7 @@ from pydantic_core import ErrorDetails
 from pai_grpc._config_auth import AuthTable
 from pai_grpc._config_limits import LimitsTable
 from pai_grpc._config_metrics import MetricsTable
+from pai_grpc._config_retention import RetentionTable
 from pai_grpc._config_telemetry import TelemetryTable
 from pai_grpc._config_tls import ClientTlsTable, ServerTable, ServerTlsTable
 
@@ -367,6 +368,9 @@ class ConfigFile(_Table):
         default_factory=ServerTable, description="Keepalive and connection age of the API port."
     )
     limits: LimitsTable = Field(default_factory=LimitsTable, description="Per-scope limits.")
+    retention: RetentionTable = Field(
+        default_factory=RetentionTable, description="Bounded storage growth (the sweeper)."
+    )
     metrics: MetricsTable = Field(default_factory=MetricsTable, description="Metrics export.")
     hook_host: HookHostTable = Field(
         default_factory=HookHostTable, description="The HookHostService for remote plugins."

@@ -77,6 +77,7 @@ from pai_grpc.domain._parts import (
 from pai_grpc.domain._runs import (
     TERMINAL_RUN_STATUSES,
     ChunkEvent,
+    CompactedEvent,
     HookFailure,
     MessageEvent,
     PendingAction,
@@ -115,6 +116,7 @@ __all__ = [
     "AbortChunk",
     "AssistantModelMessage",
     "ChunkEvent",
+    "CompactedEvent",
     "DataChunk",
     "DataPart",
     "Delivery",
