@@ -8,6 +8,7 @@ is one transaction, run as a unit (see :mod:`storage._engine`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import time
@@ -323,8 +324,9 @@ class Store:
             if policy.events_after_terminal is not None:
                 after = policy.events_after_terminal
                 while True:
-                    runs_, events = await self._engines.write(
-                        lambda c: self._retention.compact_batch(c, self._sql.now(c), after, rows)
+                    runs_, events = await self._sweep_batch(
+                        lambda c: self._retention.compact_batch(c, self._sql.now(c), after, rows),
+                        policy.rest,
                     )
                     report.batches += 1
                     report.compacted_runs += runs_
@@ -334,8 +336,9 @@ class Store:
             if policy.idempotency_ttl is not None:
                 ttl = policy.idempotency_ttl
                 while True:
-                    n = await self._engines.write(
-                        lambda c: self._retention.expire_keys_batch(c, self._sql.now(c), ttl, rows)
+                    n = await self._sweep_batch(
+                        lambda c: self._retention.expire_keys_batch(c, self._sql.now(c), ttl, rows),
+                        policy.rest,
                     )
                     report.batches += 1
                     report.expired_keys += n
@@ -346,16 +349,25 @@ class Store:
                 # A thread cascades to all its rows: fewer per transaction.
                 limit = max(1, rows // 500)
                 while True:
-                    n = await self._engines.write(
+                    n = await self._sweep_batch(
                         lambda c: self._retention.delete_idle_batch(
                             c, self._sql.now(c), idle, limit
-                        )
+                        ),
+                        policy.rest,
                     )
                     report.batches += 1
                     report.deleted_threads += n
                     if n < limit:
                         break
         return report
+
+    async def _sweep_batch(self, fn: Callable[[Connection], T], rest: float) -> T:
+        started = time.perf_counter()
+        result = await self._engines.write(fn)
+        if rest > 0 and self.dialect == "sqlite":
+            # SQLite serialises every write: between batches the writer is the service's.
+            await asyncio.sleep((time.perf_counter() - started) * rest)
+        return result
 
     # ---- claims and leases -------------------------------------------------
 

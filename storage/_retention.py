@@ -45,12 +45,16 @@ class RetentionPolicy:
         idle_threads_after: Delete threads idle (no write) for this long.
         batch_rows: Rows one transaction removes, roughly (a run is compacted
             whole, so a batch may exceed it by one run's events).
+        rest: On SQLite, which serialises every write, seconds of pause per
+            second of batch work, so a sweep takes at most ``1 / (1 + rest)``
+            of the writer (PostgreSQL batches lock only the rows they remove).
     """
 
     events_after_terminal: timedelta | None = timedelta(hours=1)
     idempotency_ttl: timedelta | None = timedelta(hours=24)
     idle_threads_after: timedelta | None = None
     batch_rows: int = 5000
+    rest: float = 1.0
 
 
 @dataclass
