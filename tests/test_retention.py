@@ -17,7 +17,10 @@ from sqlalchemy import func, select
 from pai.v1 import parts_pb2, run_service_pb2, runs_pb2
 from pai.v1 import thread_service_pb2 as tpb
 from pai_grpc._config_retention import RetentionTable
-from pai_grpc.config import ConfigFile
+from pai_grpc.config import ConfigFile, Settings
+from pai_grpc.models import OfflineModel
+from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
+from pai_grpc.server import RunnerProcess
 from pai_grpc.testing import InProcessServer, serve_in_process
 from storage import RetentionPolicy, Store
 from storage._schema import metadata
@@ -115,8 +118,9 @@ async def test_a_reader_mid_stream_across_a_compaction_sees_a_consistent_sequenc
     sqlite_url: str,
 ) -> None:
     async with serve_in_process(sqlite_url, **MANUAL) as srv:
-        # More events than one page of the log, so the reader reads on after the sweep.
-        _, run_id = await send(srv, words(1200))
+        # Several pages of the log and far more than the transport buffers while the
+        # reader pauses, so the server reads the later pages after the sweep.
+        _, run_id = await send(srv, words(3000))
         original = await stream(srv, run_id)
         request = run_service_pb2.StreamRunRequest(run_id=run_id)
         call = srv.runs.StreamRun(request, timeout=30)
@@ -125,6 +129,10 @@ async def test_a_reader_mid_stream_across_a_compaction_sees_a_consistent_sequenc
         while (response := await call.read()) is not grpc.aio.EOF:
             seen.append(response.event)
         explained(original, seen, 0)
+        # It did cross: deltas received before the compaction, then its marker.
+        kinds = [e.WhichOneof("event") for e in seen]
+        assert "compacted" in kinds
+        assert seen[kinds.index("compacted") - 1].chunk.HasField("text_delta")
         # Resuming from any seq it received is still consistent.
         for cursor in (seen[1].seq, seen[len(seen) // 2].seq):
             explained(original, await stream(srv, run_id, after=cursor), cursor)
@@ -182,6 +190,28 @@ async def test_the_embedded_runner_sweeps_on_its_own(sqlite_url: str) -> None:
             await asyncio.sleep(0.05)
         else:
             pytest.fail("the embedded runner never compacted the finished run")
+        explained(original, compacted, 0)
+
+
+async def test_a_runner_process_sweeps_too(sqlite_url: str) -> None:
+    async with serve_in_process(sqlite_url, **MANUAL) as srv:
+        _, run_id = await send(srv, words(5))
+        original = await stream(srv, run_id)
+        table = RetentionTable(events_after_terminal=0, sweep_interval=0.1)
+        settings = Settings(database_url=sqlite_url, file=ConfigFile(retention=table))
+        agents = AgentRegistry([Agent(name=DEFAULT_AGENT, model=OfflineModel(chunk_delay=0))])
+        runner = RunnerProcess(settings, agents)
+        await runner.start()
+        try:
+            for _ in range(200):
+                compacted = await stream(srv, run_id)
+                if any(e.WhichOneof("event") == "compacted" for e in compacted):
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                pytest.fail("the runner process never compacted the finished run")
+        finally:
+            await runner.stop(grace=1)
         explained(original, compacted, 0)
 
 
