@@ -12,6 +12,9 @@ from typing import Any
 
 import grpc
 import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from sqlalchemy import func, select
 
 from pai.v1 import parts_pb2, run_service_pb2, runs_pb2
@@ -21,6 +24,7 @@ from pai_grpc.config import ConfigFile, Settings
 from pai_grpc.models import OfflineModel
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.server import RunnerProcess
+from pai_grpc.telemetry import Telemetry
 from pai_grpc.testing import InProcessServer, serve_in_process
 from storage import RetentionPolicy, Store
 from storage._schema import metadata
@@ -178,19 +182,42 @@ async def test_delete_thread_removes_every_row_it_wrote(database_url: str) -> No
         assert await row_counts(srv.store) == before
 
 
+def removed_rows(reader: InMemoryMetricReader, kind: str) -> int:
+    data = reader.get_metrics_data()
+    return sum(
+        int(p.value)
+        for rm in (data.resource_metrics if data else [])
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == "pai.retention.removed"
+        for p in m.data.data_points
+        if p.attributes.get("kind") == kind
+    )
+
+
 async def test_the_embedded_runner_sweeps_on_its_own(sqlite_url: str) -> None:
     table = RetentionTable(events_after_terminal=0, sweep_interval=0.1)
-    async with serve_in_process(sqlite_url, file=ConfigFile(retention=table)) as srv:
-        _, run_id = await send(srv, words(5))
-        original = await stream(srv, run_id)
-        for _ in range(200):
-            compacted = await stream(srv, run_id)
-            if any(e.WhichOneof("event") == "compacted" for e in compacted):
-                break
-            await asyncio.sleep(0.05)
-        else:
-            pytest.fail("the embedded runner never compacted the finished run")
-        explained(original, compacted, 0)
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    telemetry = Telemetry(trace.NoOpTracerProvider(), provider)
+    try:
+        async with serve_in_process(
+            sqlite_url, file=ConfigFile(retention=table), telemetry=telemetry
+        ) as srv:
+            _, run_id = await send(srv, words(5))
+            original = await stream(srv, run_id)
+            deltas = sum(e.chunk.HasField("text_delta") for e in original)
+            for _ in range(200):
+                compacted = await stream(srv, run_id)
+                if removed_rows(reader, "events") == deltas:
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                pytest.fail("the embedded runner never compacted the finished run")
+            explained(original, compacted, 0)
+            assert any(e.WhichOneof("event") == "compacted" for e in compacted)
+    finally:
+        provider.shutdown()
 
 
 async def test_a_runner_process_sweeps_too(sqlite_url: str) -> None:

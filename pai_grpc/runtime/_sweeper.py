@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 
+from pai_grpc.telemetry import Metrics
 from storage import RetentionPolicy, Store, SweepReport
 
 log = logging.getLogger("pai_grpc.sweeper")
@@ -20,8 +21,16 @@ log = logging.getLogger("pai_grpc.sweeper")
 class Sweeper:
     """Runs a retention pass every ``interval`` seconds until stopped."""
 
-    def __init__(self, store: Store, policy: RetentionPolicy, *, interval: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        policy: RetentionPolicy,
+        *,
+        interval: float,
+        metrics: Metrics | None = None,
+    ) -> None:
         self._store = store
+        self._metrics = metrics
         self._policy = policy
         self._interval = interval
         self._task: asyncio.Task[None] | None = None
@@ -45,6 +54,14 @@ class Sweeper:
         """One pass now."""
         report = await self._store.sweep(self._policy)
         self.last = report
+        if self._metrics is not None:
+            for kind, rows in (
+                ("events", report.removed_events),
+                ("idempotency_keys", report.expired_keys),
+                ("threads", report.deleted_threads),
+            ):
+                if rows:
+                    self._metrics.retention_removed.add(rows, {"kind": kind})
         if report.ran and (report.compacted_runs or report.expired_keys or report.deleted_threads):
             log.info("sweep: %s", report)
         return report

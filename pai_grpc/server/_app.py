@@ -76,9 +76,14 @@ def _idempotency_ttl(settings: Settings) -> timedelta:
     return timedelta(seconds=settings.file.retention.idempotency_ttl)
 
 
-def _sweeper(store: Store, settings: Settings) -> Sweeper:
+def _sweeper(store: Store, settings: Settings, runtime: Runtime) -> Sweeper:
     table = settings.file.retention
-    return Sweeper(store, table.policy(), interval=table.sweep_interval)
+    return Sweeper(
+        store,
+        table.policy(),
+        interval=table.sweep_interval,
+        metrics=runtime.services.metrics,
+    )
 
 
 class App:
@@ -143,7 +148,7 @@ class App:
                 lease_seconds=self.settings.lease_seconds,
             )
             self.runner.start()
-            self.sweeper = _sweeper(self.store, self.settings)
+            self.sweeper = _sweeper(self.store, self.settings, self.runtime)
             self.sweeper.start()
         server = grpc.aio.server(
             options=[
@@ -291,7 +296,7 @@ class RunnerProcess:
             concurrency=settings.runner_concurrency,
             lease_seconds=settings.lease_seconds,
         )
-        self.sweeper = _sweeper(self.store, settings)
+        self.sweeper = _sweeper(self.store, settings, self.runtime)
 
     async def start(self) -> None:
         """Check the schema and start claiming (and sweeping)."""
