@@ -24,11 +24,10 @@ from sqlalchemy import func, select
 from pai.v1 import parts_pb2, run_service_pb2, run_service_pb2_grpc, runs_pb2
 from pai.v1 import thread_service_pb2 as tpb
 from pai.v1 import thread_service_pb2_grpc as tgrpc
-from pai_grpc._config_file import ConfigFile
 from pai_grpc._config_retention import RetentionTable
 from pai_grpc.bench._common import POSTGRES_URL, Report, Result
 from pai_grpc.bench._runs import _load
-from pai_grpc.config import Settings
+from pai_grpc.config import ConfigFile, Settings
 from pai_grpc.convert import run_event_to_proto
 from pai_grpc.domain import StepStreamChunk, TextDeltaChunk, new_id
 from pai_grpc.models import ModelCall, ScriptedModel, last_user_text, text_step
