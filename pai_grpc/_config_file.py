@@ -28,6 +28,7 @@ from pai_grpc._config_auth import AuthTable
 from pai_grpc._config_http import HttpTable
 from pai_grpc._config_limits import LimitsTable
 from pai_grpc._config_metrics import MetricsTable
+from pai_grpc._config_retention import RetentionTable
 from pai_grpc._config_telemetry import TelemetryTable
 from pai_grpc._config_tls import ClientTlsTable, ServerTable, ServerTlsTable
 
@@ -368,6 +369,9 @@ class ConfigFile(_Table):
         default_factory=ServerTable, description="Keepalive and connection age of the API port."
     )
     limits: LimitsTable = Field(default_factory=LimitsTable, description="Per-scope limits.")
+    retention: RetentionTable = Field(
+        default_factory=RetentionTable, description="Bounded storage growth (the sweeper)."
+    )
     metrics: MetricsTable = Field(default_factory=MetricsTable, description="Metrics export.")
     http: HttpTable = Field(
         default_factory=HttpTable, description="The HTTP port (Connect, gRPC-Web, console)."

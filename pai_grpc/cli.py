@@ -1,4 +1,4 @@
-"""The ``pai-grpc`` command: serve, runner, migrate, the client commands, hash-token."""
+"""The ``pai-grpc`` command: serve, runner, migrate, sweep, the client commands, hash-token."""
 
 from __future__ import annotations
 
@@ -143,6 +143,29 @@ def cmd_migrate(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(ns: argparse.Namespace) -> int:
+    """Run one retention pass ([retention]) now and print what it did."""
+    from storage import SchemaMismatch, Store, check_schema
+
+    settings = _settings(ns)
+    policy = settings.file.retention.policy()
+
+    async def run() -> str:
+        store = Store.open(settings.database_url)
+        try:
+            await check_schema(store)
+            return str(await store.sweep(policy))
+        finally:
+            await store.close()
+
+    try:
+        print(asyncio.run(run()))
+    except SchemaMismatch as e:
+        logging.getLogger("pai_grpc").error("cannot sweep: %s", e)
+        return 2
+    return 0
+
+
 def cmd_chat(ns: argparse.Namespace) -> int:
     """Chat: without a message, an interactive session; with one, print the streamed reply."""
     from pai_grpc.client import chat
@@ -243,6 +266,11 @@ def parser() -> argparse.ArgumentParser:
     migrate.add_argument("--database-url", help="env PAI_DATABASE_URL")
     migrate.add_argument("--config", help="TOML config file (env PAI_CONFIG)")
     migrate.set_defaults(fn=cmd_migrate)
+
+    sweep = sub.add_parser("sweep", help=cmd_sweep.__doc__)
+    sweep.add_argument("--database-url", help="env PAI_DATABASE_URL")
+    sweep.add_argument("--config", help="TOML config file with [retention] (env PAI_CONFIG)")
+    sweep.set_defaults(fn=cmd_sweep)
 
     chat = sub.add_parser("chat", help=cmd_chat.__doc__)
     chat.add_argument("message", nargs="?", help="send this and exit (default: a session)")

@@ -36,6 +36,7 @@ from storage._records import (
     ThreadRecord,
     WriteSet,
 )
+from storage._retention import RetentionPolicy, SweepReport
 from storage._retry import patient, retry_on_conflict
 from storage.errors import (
     ActiveRunLimit,
@@ -83,12 +84,14 @@ __all__ = [
     "Page",
     "PendingActionPatch",
     "PendingActionRecord",
+    "RetentionPolicy",
     "RunRecord",
     "RunUpdate",
     "SchemaMismatch",
     "StateConflict",
     "StorageError",
     "Store",
+    "SweepReport",
     "ThreadPatch",
     "ThreadRecord",
     "Unavailable",

@@ -117,6 +117,11 @@ class Engines:
         self.available = True
         self._availability: list[Callable[[bool], None]] = []
 
+    @property
+    def async_engine(self) -> AsyncEngine | None:
+        """The asyncpg engine (PostgreSQL), for work that holds a session; else None."""
+        return self._async
+
     def on_availability(self, callback: Callable[[bool], None]) -> None:
         """Call ``callback(available)`` whenever the database goes away or comes back."""
         self._availability.append(callback)

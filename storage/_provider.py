@@ -8,12 +8,15 @@ is one transaction, run as a unit (see :mod:`storage._engine`).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import hashlib
 import time
-from collections.abc import Callable, Sequence
-from datetime import datetime
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import datetime, timedelta
 from typing import TypeVar
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, func, select
 from sqlalchemy.exc import IntegrityError
 
 from storage._engine import Engines, create_engines
@@ -34,6 +37,7 @@ from storage._records import (
     ThreadRecord,
     WriteSet,
 )
+from storage._retention import RetentionPolicy, RetentionSql, SweepReport
 from storage._rows import MAX_PAGE_SIZE, check_write_set_json
 from storage._sql import Sql
 from storage.errors import StateConflict, VersionConflict
@@ -54,6 +58,7 @@ class Store:
     def __init__(self, engines: Engines) -> None:
         self._engines = engines
         self._sql = Sql(engines.dialect)
+        self._retention = RetentionSql(engines.dialect == "postgresql")
         #: Called after each commit with its duration in seconds and whether a
         #: version guard refused it (the service's metrics; storage knows none).
         self.observer: Callable[[float, bool], None] | None = None
@@ -265,6 +270,105 @@ class Store:
             lambda c: self._sql.delete_thread(c, scope, thread_id, expected_version)
         )
 
+    # ---- retention ---------------------------------------------------------
+
+    @property
+    def idempotency_ttl(self) -> timedelta | None:
+        """How long a request result answers replays of its key (None: forever).
+
+        After it, the key counts as unused: a replay is a new request.
+        """
+        return self._sql.idempotency_ttl
+
+    @idempotency_ttl.setter
+    def idempotency_ttl(self, ttl: timedelta | None) -> None:
+        self._sql.idempotency_ttl = ttl
+
+    @contextlib.asynccontextmanager
+    async def sweep_lock(self) -> AsyncIterator[bool]:
+        """Hold the sweeper lock for the block; yields whether it was taken.
+
+        On PostgreSQL a session advisory lock (keyed by the store's schema),
+        held on a connection of its own while batches commit on others, so one
+        sweeper works at a time across processes. SQLite serialises every write
+        already: the lock is always taken there.
+        """
+        engine = self._engines.async_engine
+        if engine is None:
+            yield True
+            return
+        key = _lock_key(f"pai.sweeper:{self._engines.schema or 'public'}")
+        async with engine.connect() as conn:
+            taken = bool((await conn.execute(select(func.pg_try_advisory_lock(key)))).scalar())
+            await conn.commit()
+            try:
+                yield taken
+            finally:
+                if taken:
+                    with contextlib.suppress(Exception):  # a dead session has dropped it
+                        await conn.execute(select(func.pg_advisory_unlock(key)))
+                        await conn.commit()
+
+    async def sweep(self, policy: RetentionPolicy) -> SweepReport:
+        """One retention pass: compaction, key expiry, idle threads, in bounded batches.
+
+        Each batch is one short transaction; the pass runs while it holds
+        :meth:`sweep_lock`, and reports ``ran=False`` if another sweeper has it.
+        """
+        report = SweepReport()
+        async with self.sweep_lock() as taken:
+            if not taken:
+                report.ran = False
+                return report
+            rows = max(1, policy.batch_rows)
+            if policy.events_after_terminal is not None:
+                after = policy.events_after_terminal
+                while True:
+                    runs_, events = await self._sweep_batch(
+                        lambda c: self._retention.compact_batch(c, self._sql.now(c), after, rows),
+                        policy.rest,
+                    )
+                    report.batches += 1
+                    report.compacted_runs += runs_
+                    report.removed_events += events
+                    if runs_ == 0:
+                        break
+            if policy.idempotency_ttl is not None:
+                ttl = policy.idempotency_ttl
+                while True:
+                    n = await self._sweep_batch(
+                        lambda c: self._retention.expire_keys_batch(c, self._sql.now(c), ttl, rows),
+                        policy.rest,
+                    )
+                    report.batches += 1
+                    report.expired_keys += n
+                    if n < rows:
+                        break
+            if policy.idle_threads_after is not None:
+                idle = policy.idle_threads_after
+                # A thread cascades to all its rows: fewer per transaction.
+                limit = max(1, rows // 500)
+                while True:
+                    n = await self._sweep_batch(
+                        lambda c: self._retention.delete_idle_batch(
+                            c, self._sql.now(c), idle, limit
+                        ),
+                        policy.rest,
+                    )
+                    report.batches += 1
+                    report.deleted_threads += n
+                    if n < limit:
+                        break
+        return report
+
+    async def _sweep_batch(self, fn: Callable[[Connection], T], rest: float) -> T:
+        started = time.perf_counter()
+        result = await self._engines.write(fn)
+        if rest > 0 and self.dialect == "sqlite":
+            # SQLite serialises every write: between batches the writer is the service's.
+            await asyncio.sleep((time.perf_counter() - started) * rest)
+        return result
+
     # ---- claims and leases -------------------------------------------------
 
     async def claim_run(self, owner: str, *, lease_seconds: float) -> ClaimedRun | None:
@@ -298,6 +402,12 @@ class Store:
     async def release(self, lease: Lease) -> None:
         """Give a lease up early so another runner can claim the run at once."""
         await self._engines.write(lambda c: self._sql.release(c, lease))
+
+
+def _lock_key(name: str) -> int:
+    """A stable signed 64-bit advisory-lock key (the same in every process)."""
+    digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 __all__ = ["MAX_PAGE_SIZE", "DuplicateRequest", "JsonObject", "Store"]

@@ -59,6 +59,8 @@ threads = Table(
     Column("updated_at", Ts, nullable=False),
     Index(None, "scope", "created_at"),
     Index(None, "active_run_id"),
+    # Retention finds idle threads past their TTL oldest first.
+    Index(None, "status", "updated_at"),
 )
 
 messages = Table(
@@ -119,12 +121,16 @@ runs = Table(
     # The W3C traceparent of the request that created the run, so every
     # execution (in any process) continues the caller's trace.
     Column("trace_context", String(200), nullable=True),
+    # When retention removed the run's deltas from its event log (None: not yet).
+    Column("events_compacted_at", Ts, nullable=True),
     UniqueConstraint("thread_id", "thread_seq"),
     Index(None, "thread_id", "status", "thread_seq"),
     # Claims scan runnable runs oldest first.
     Index(None, "status", "created_at"),
     # The per-scope active-run quota counts a scope's runs by status.
     Index(None, "scope", "status"),
+    # Retention finds ended runs not compacted yet, oldest first (NULL leads).
+    Index(None, "events_compacted_at", "ended_at"),
 )
 
 pending_actions = Table(
@@ -164,5 +170,10 @@ idempotency_keys = Table(
     Column("fingerprint", String(64), nullable=False),
     Column("result", Json, nullable=False),
     Column("created_at", Ts, nullable=False),
+    # The thread the request wrote to: DeleteThread removes its keys too.
+    Column("thread_id", String(40), nullable=True),
     PrimaryKeyConstraint("scope", "key"),
+    # Retention expires keys oldest first.
+    Index(None, "created_at"),
+    Index(None, "thread_id"),
 )

@@ -56,6 +56,7 @@ from storage._records import (
     WriteSet,
 )
 from storage._rows import (
+    aware,
     event_record,
     fence,
     message_record,
@@ -106,6 +107,8 @@ class Sql:
         self.dialect = dialect
         self.postgres = dialect == "postgresql"
         self._cache: dict[Hashable, Any] = {}
+        #: How long a stored request result answers replays (None: forever).
+        self.idempotency_ttl: timedelta | None = None
 
     def _stmt(self, key: Hashable, build: Callable[[], Any]) -> Any:
         """A statement built once per shape: building costs more than executing it here."""
@@ -376,6 +379,11 @@ class Sql:
         if row is None:
             return None
         m = row._mapping
+        created = aware(m["created_at"])
+        ttl = self.idempotency_ttl
+        if ttl is not None and created is not None and created <= self.now(conn) - ttl:
+            # Expired: the request counts as new (the sweeper deletes the row later).
+            return None
         return IdempotencyRecord(key=m["key"], fingerprint=m["fingerprint"], result=m["result"])
 
     def runnable_count(self, conn: Connection) -> int:
@@ -520,11 +528,24 @@ class Sql:
         self._store_idempotency(conn, ws, now)
         return CommitResult(thread=thread_record(row), messages=[], removed_message_ids=[], runs=[])
 
-    @staticmethod
-    def _store_idempotency(conn: Connection, ws: WriteSet, now: datetime) -> None:
+    def _store_idempotency(self, conn: Connection, ws: WriteSet, now: datetime) -> None:
         if ws.idempotency is None:
             return
         rec = ws.idempotency
+        if self.idempotency_ttl is not None:
+            # An expired record of the key gives way to this new request.
+            conn.execute(
+                self._stmt(
+                    "expired_key",
+                    lambda: delete(idempotency_keys).where(
+                        idempotency_keys.c.scope == bindparam("p_scope"),
+                        idempotency_keys.c.key == bindparam("p_key"),
+                        idempotency_keys.c.created_at
+                        <= bindparam("p_cutoff", type_=idempotency_keys.c.created_at.type),
+                    ),
+                ),
+                {"p_scope": ws.scope, "p_key": rec.key, "p_cutoff": now - self.idempotency_ttl},
+            )
         conn.execute(
             insert(idempotency_keys).values(
                 scope=ws.scope,
@@ -532,6 +553,7 @@ class Sql:
                 fingerprint=rec.fingerprint,
                 result=rec.result,
                 created_at=now,
+                thread_id=ws.thread_id,
             )
         )
 
@@ -898,7 +920,9 @@ class Sql:
             raise VersionConflict(thread_id, expected_version, row[0])
         if row[1] != "idle":
             raise StateConflict("thread", thread_id, f"is {row[1]}")
+        # Messages, runs, pending actions and events go with it (ON DELETE CASCADE).
         conn.execute(delete(threads).where(threads.c.id == thread_id))
+        conn.execute(delete(idempotency_keys).where(idempotency_keys.c.thread_id == thread_id))
 
     # ---- claims and leases -------------------------------------------------
 

@@ -18,6 +18,7 @@ from pai_grpc import convert
 from pai_grpc.domain import (
     AbortChunk,
     ChunkEvent,
+    CompactedEvent,
     DataChunk,
     DataPart,
     DocumentSource,
@@ -408,6 +409,10 @@ EVENT_ARMS: dict[str, tuple[type[Any], st.SearchStrategy[Any]]] = {
     ),
     "message": (MessageEvent, st.builds(MessageEvent, message=messages)),
     "pending_action": (PendingActionEvent, st.builds(PendingActionEvent, action=pending_actions)),
+    "compacted": (
+        CompactedEvent,
+        st.builds(CompactedEvent, first_seq=INT64, last_seq=INT64, removed_events=INT64),
+    ),
 }
 run_events = st.builds(
     RunEvent,

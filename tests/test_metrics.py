@@ -164,6 +164,7 @@ def touch_every_instrument(m: Metrics) -> None:
     m.active_runs.add(1)
     m.active_streams.add(1)
     m.storage_observer("sqlite")(0.002, True)
+    m.retention_removed.add(10, {"kind": "events"})
     m.rpc_server_duration.record(0.003, {"rpc.method": "Send", "rpc.grpc.status_code": 0})
 
 

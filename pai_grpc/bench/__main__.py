@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pai_grpc.bench import _hooks, _memory, _provider, _runs, _storage, _telemetry
+from pai_grpc.bench import _hooks, _memory, _provider, _retention, _runs, _storage, _telemetry
 from pai_grpc.bench._common import Report, postgres_reachable
 
 SECTIONS = {
@@ -23,6 +23,7 @@ SECTIONS = {
     "hooks": _hooks.run,
     "memory": _memory.run,
     "telemetry": _telemetry.run,
+    "retention": _retention.run,
 }
 
 

@@ -37,6 +37,7 @@ from pai_grpc.convert._json import (
 from pai_grpc.convert._threads import message_from_proto, message_to_proto
 from pai_grpc.domain import (
     ChunkEvent,
+    CompactedEvent,
     HookFailure,
     MessageEvent,
     PendingAction,
@@ -441,6 +442,13 @@ def run_event_to_proto(event: RunEvent) -> runs_pb2.RunEvent:
         case PendingActionEvent(action=action):
             pending = pending_action_to_proto(action)
             return runs_pb2.RunEvent(seq=seq, time=time, pending_action=pending)
+        case CompactedEvent():
+            compacted = runs_pb2.CompactedEvents(
+                first_seq=payload.first_seq,
+                last_seq=payload.last_seq,
+                removed_events=payload.removed_events,
+            )
+            return runs_pb2.RunEvent(seq=seq, time=time, compacted=compacted)
         case _:
             assert_never(payload)
 
@@ -455,6 +463,11 @@ def _payload_from_proto(pb: runs_pb2.RunEvent) -> RunEventPayload:
             return MessageEvent(message=message_from_proto(pb.message))
         case "pending_action":
             return PendingActionEvent(action=pending_action_from_proto(pb.pending_action))
+        case "compacted":
+            c = pb.compacted
+            return CompactedEvent(
+                first_seq=c.first_seq, last_seq=c.last_seq, removed_events=c.removed_events
+            )
         case _:
             raise unknown_oneof(pb, "event", arm)
 

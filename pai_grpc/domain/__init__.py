@@ -79,6 +79,7 @@ from pai_grpc.domain._parts import (
 from pai_grpc.domain._runs import (
     TERMINAL_RUN_STATUSES,
     ChunkEvent,
+    CompactedEvent,
     HookFailure,
     MessageEvent,
     PendingAction,
@@ -120,6 +121,7 @@ __all__ = [
     "AssistantContent",
     "AssistantModelMessage",
     "ChunkEvent",
+    "CompactedEvent",
     "DataChunk",
     "DataPart",
     "Delivery",

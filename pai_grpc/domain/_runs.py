@@ -128,8 +128,21 @@ class PendingActionEvent(DomainModel):
     action: PendingAction
 
 
+class CompactedEvent(DomainModel):
+    """Stands in for deltas retention removed from a terminal run's log.
+
+    Carries the seq ``last_seq`` in the log: a reader resuming anywhere inside
+    ``[first_seq, last_seq]`` receives it next.
+    """
+
+    kind: Literal["compacted"] = "compacted"
+    first_seq: int
+    last_seq: int
+    removed_events: int
+
+
 RunEventPayload: TypeAlias = Annotated[
-    ChunkEvent | StatusEvent | MessageEvent | PendingActionEvent,
+    ChunkEvent | StatusEvent | MessageEvent | PendingActionEvent | CompactedEvent,
     Field(discriminator="kind"),
 ]
 

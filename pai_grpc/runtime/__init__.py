@@ -12,6 +12,7 @@ from pai_grpc.runtime._rewrites import RegenerateInput, RegenerateResult
 from pai_grpc.runtime._runner import Runner, default_owner
 from pai_grpc.runtime._runtime import Runtime
 from pai_grpc.runtime._services import Services
+from pai_grpc.runtime._sweeper import Sweeper
 from pai_grpc.runtime._validate import Limits
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "Services",
     "StepReducer",
     "StreamProtocolError",
+    "Sweeper",
     "ThreadChange",
     "TriggerInput",
     "default_owner",

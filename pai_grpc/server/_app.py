@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+from datetime import timedelta
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -14,7 +15,7 @@ from pai.v1 import admin_service_pb2_grpc, run_service_pb2_grpc, thread_service_
 from pai_grpc._exposure import check_exposure
 from pai_grpc._wire import add_port
 from pai_grpc.config import ConfigError, Settings
-from pai_grpc.runtime import AgentRegistry, Runner, Runtime, ScopeQuotas
+from pai_grpc.runtime import AgentRegistry, Runner, Runtime, ScopeQuotas, Sweeper
 from pai_grpc.server._admin import AdminService
 from pai_grpc.server._connect import connect_applications
 from pai_grpc.server._decode import add_guarded
@@ -73,6 +74,20 @@ def _transport(settings: Settings) -> str:
     return "mutual TLS" if settings.tls.require_client_cert else "TLS"
 
 
+def _idempotency_ttl(settings: Settings) -> timedelta:
+    return timedelta(seconds=settings.file.retention.idempotency_ttl)
+
+
+def _sweeper(store: Store, settings: Settings, runtime: Runtime) -> Sweeper:
+    table = settings.file.retention
+    return Sweeper(
+        store,
+        table.policy(),
+        interval=table.sweep_interval,
+        metrics=runtime.services.metrics,
+    )
+
+
 class App:
     """One server process: the gRPC server plus (by default) an embedded runner."""
 
@@ -86,6 +101,7 @@ class App:
     ) -> None:
         self.settings = settings
         self.store = store or Store.open(settings.database_url)
+        self.store.idempotency_ttl = _idempotency_ttl(settings)
         self.runtime = Runtime(self.store, agents, telemetry=telemetry)
         self.runtime.services.lease_seconds = settings.lease_seconds
         self.runtime.services.bound_memory(
@@ -99,6 +115,7 @@ class App:
         )
         self.scopes = ScopeResolver.from_settings(settings)
         self.runner: Runner | None = None
+        self.sweeper: Sweeper | None = None
         self.health = health.aio.HealthServicer()
         self.server: grpc.aio.Server | None = None
         self.port = 0
@@ -137,6 +154,8 @@ class App:
                 lease_seconds=self.settings.lease_seconds,
             )
             self.runner.start()
+            self.sweeper = _sweeper(self.store, self.settings, self.runtime)
+            self.sweeper.start()
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -219,6 +238,8 @@ class App:
                 await self._monitor
         # Health first, so balancers stop routing here.
         await self.health.enter_graceful_shutdown()
+        if self.sweeper is not None:
+            await self.sweeper.stop()
         if self.runner is not None:
             # The port stays open while in-flight runs finish: their streams keep
             # flowing, health checks answer NOT_SERVING instead of a refused
@@ -286,6 +307,7 @@ class RunnerProcess:
     ) -> None:
         self.settings = settings
         self.store = store or Store.open(settings.database_url)
+        self.store.idempotency_ttl = _idempotency_ttl(settings)
         self.runtime = Runtime(self.store, agents, telemetry=telemetry)
         self.runtime.services.bound_memory(
             run_event_buffer_bytes=settings.run_event_buffer_bytes,
@@ -296,15 +318,18 @@ class RunnerProcess:
             concurrency=settings.runner_concurrency,
             lease_seconds=settings.lease_seconds,
         )
+        self.sweeper = _sweeper(self.store, settings, self.runtime)
 
     async def start(self) -> None:
-        """Check the schema and start claiming."""
+        """Check the schema and start claiming (and sweeping)."""
         await check_schema(self.store)
         await self.runtime.services.signals.start()
         self.runner.start()
+        self.sweeper.start()
 
     async def stop(self, grace: float | None = None) -> None:
         """Finish or hand back in-flight runs, then close."""
+        await self.sweeper.stop()
         await self.runner.stop(self.settings.grace_seconds if grace is None else grace)
         await self.runtime.services.signals.close()
         await self.store.close()

@@ -87,6 +87,7 @@ PROMETHEUS_NAMES: frozenset[str] = frozenset(
         "pai_active_streams",
         "pai_storage_commit_seconds",
         "pai_storage_conflicts_total",
+        "pai_retention_removed_total",
         "rpc_server_duration_seconds",
     }
 )
@@ -174,6 +175,11 @@ class Metrics:
             "pai.storage.conflicts",
             unit="{conflict}",
             description="Write sets refused by a version guard (another writer was first).",
+        )
+        self.retention_removed = meter.create_counter(
+            "pai.retention.removed",
+            unit="{row}",
+            description="Rows the sweeper removed, by kind (events, idempotency_keys, threads).",
         )
         self.rpc_server_duration = seconds(
             "rpc.server.duration", "Duration of inbound RPCs.", DURATION_BUCKETS

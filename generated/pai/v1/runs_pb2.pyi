@@ -206,17 +206,29 @@ class RunStatusEvent(_message.Message):
     def __init__(self, status: _Optional[_Union[RunStatus, str]] = ..., outcome: _Optional[_Union[RunOutcome, str]] = ..., reason: _Optional[str] = ..., error: _Optional[_Union[RunError, _Mapping]] = ...) -> None: ...
 
 class RunEvent(_message.Message):
-    __slots__ = ("seq", "time", "chunk", "status", "message", "pending_action")
+    __slots__ = ("seq", "time", "chunk", "status", "message", "pending_action", "compacted")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
     CHUNK_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     PENDING_ACTION_FIELD_NUMBER: _ClassVar[int]
+    COMPACTED_FIELD_NUMBER: _ClassVar[int]
     seq: int
     time: _timestamp_pb2.Timestamp
     chunk: _chunks_pb2.StepStreamChunk
     status: RunStatusEvent
     message: _threads_pb2.Message
     pending_action: PendingAction
-    def __init__(self, seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., chunk: _Optional[_Union[_chunks_pb2.StepStreamChunk, _Mapping]] = ..., status: _Optional[_Union[RunStatusEvent, _Mapping]] = ..., message: _Optional[_Union[_threads_pb2.Message, _Mapping]] = ..., pending_action: _Optional[_Union[PendingAction, _Mapping]] = ...) -> None: ...
+    compacted: CompactedEvents
+    def __init__(self, seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., chunk: _Optional[_Union[_chunks_pb2.StepStreamChunk, _Mapping]] = ..., status: _Optional[_Union[RunStatusEvent, _Mapping]] = ..., message: _Optional[_Union[_threads_pb2.Message, _Mapping]] = ..., pending_action: _Optional[_Union[PendingAction, _Mapping]] = ..., compacted: _Optional[_Union[CompactedEvents, _Mapping]] = ...) -> None: ...
+
+class CompactedEvents(_message.Message):
+    __slots__ = ("first_seq", "last_seq", "removed_events")
+    FIRST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_EVENTS_FIELD_NUMBER: _ClassVar[int]
+    first_seq: int
+    last_seq: int
+    removed_events: int
+    def __init__(self, first_seq: _Optional[int] = ..., last_seq: _Optional[int] = ..., removed_events: _Optional[int] = ...) -> None: ...
