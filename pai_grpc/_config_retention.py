@@ -7,10 +7,12 @@ its models are closed and strict like every table there.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from storage import RetentionPolicy
+if TYPE_CHECKING:
+    from storage import RetentionPolicy
 
 DEFAULT_EVENTS_AFTER_TERMINAL = 3600.0
 DEFAULT_IDEMPOTENCY_TTL = 86400.0
@@ -59,6 +61,9 @@ class RetentionTable(BaseModel):
 
     def policy(self) -> RetentionPolicy:
         """The storage retention policy these keys describe."""
+        # Imported here: the config models load in plugin processes, which have no storage.
+        from storage import RetentionPolicy
+
         return RetentionPolicy(
             events_after_terminal=timedelta(seconds=self.events_after_terminal),
             idempotency_ttl=timedelta(seconds=self.idempotency_ttl),

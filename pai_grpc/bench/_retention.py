@@ -31,8 +31,7 @@ from pai_grpc.config import ConfigFile, Settings
 from pai_grpc.convert import run_event_to_proto
 from pai_grpc.domain import StepStreamChunk, TextDeltaChunk, new_id
 from pai_grpc.models import ModelCall, ScriptedModel, last_user_text, text_step
-from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
-from pai_grpc.runtime._records import event_from_record
+from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry, event_from_record
 from pai_grpc.server import App
 from storage import (
     NOW,
@@ -45,7 +44,7 @@ from storage import (
     WriteSet,
     upgrade,
 )
-from storage._schema import run_events, runs
+from storage.tables import run_events, runs
 
 SIZES = (50, 2000)
 RUNS_PER_SIZE = 10
