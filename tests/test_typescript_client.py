@@ -1,0 +1,141 @@
+"""The TypeScript client (clients/typescript) against a real `pai-grpc serve`.
+
+Its own tests (node:test, in clients/typescript/test) need a server: this
+module installs the client's pinned dependencies (`npm ci`, skipped while
+node_modules matches package-lock.json), starts `pai-grpc serve`, and runs
+`npm test` with PAI_ADDRESS pointing at it. For the restart test the TS side
+writes ``kill`` into PAI_CONTROL_DIR mid-stream; this side then kills the
+server with SIGKILL and starts a new one on the same address, and the TS test
+checks its stream resumed to exactly the durable log.
+
+Without node/npm these tests FAIL in CI (env CI set) and skip loudly elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from pai_grpc.client import check_health
+from tests.processes import Processes
+
+ROOT = Path(__file__).resolve().parent.parent
+CLIENT = ROOT / "clients" / "typescript"
+#: Written into node_modules after a successful `npm ci`: the lockfile it installed.
+STAMP = CLIENT / "node_modules" / ".pai-package-lock.sha256"
+
+pytestmark = pytest.mark.slow
+
+
+def _require(tool: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        message = f"{tool} is not installed: the TypeScript client tests need Node.js >= 20 and npm"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(f"SKIPPED, NOT TESTED: {message}")
+    return path
+
+
+@pytest.fixture(scope="module")
+def npm() -> str:
+    """`npm`, with the client's dependencies installed exactly as package-lock.json pins them."""
+    _require("node")
+    npm = _require("npm")
+    lock = hashlib.sha256((CLIENT / "package-lock.json").read_bytes()).hexdigest()
+    # Another test process may install at the same time: one `npm ci` per checkout at a
+    # time (the lock lives outside node_modules, which `npm ci` deletes).
+    key = hashlib.sha256(str(CLIENT).encode()).hexdigest()[:16]
+    with (Path(tempfile.gettempdir()) / f"pai-grpc-npm-ci-{key}.lock").open("w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        if not STAMP.exists() or STAMP.read_text() != lock:
+            done = subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund"],
+                cwd=CLIENT,
+                capture_output=True,
+                text=True,
+                timeout=280,
+            )
+            assert done.returncode == 0, f"npm ci failed:\n{done.stdout}\n{done.stderr}"
+            STAMP.write_text(lock)
+    return npm
+
+
+def _tree(base: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()
+    }
+
+
+@pytest.mark.timeout(300)
+def test_generated_typescript_is_fresh(npm: str, tmp_path: Path) -> None:
+    # The same buf template `npm run generate` uses (with node_modules/.bin on PATH
+    # for the local protoc-gen-es), written elsewhere and compared.
+    bin_dir = CLIENT / "node_modules" / ".bin"
+    done = subprocess.run(
+        [str(bin_dir / "buf"), "generate", "--output", str(tmp_path)],
+        cwd=CLIENT,
+        env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    fresh = _tree(tmp_path / "src" / "gen")
+    committed = _tree(CLIENT / "src" / "gen")
+    assert fresh, "buf generated nothing"
+    stale = sorted(k for k in fresh.keys() | committed.keys() if fresh.get(k) != committed.get(k))
+    assert not stale, f"clients/typescript/src/gen is stale, run `npm run generate`: {stale}"
+
+
+async def _serving(server: Processes, name: str) -> None:
+    deadline = time.monotonic() + 60
+    while not await check_health(server.address, timeout=1):
+        assert time.monotonic() < deadline, server.log(name)
+        await asyncio.sleep(0.1)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("backend", ["postgresql"])
+async def test_typescript_client_against_a_real_server(
+    npm: str, database_url: str, tmp_path: Path
+) -> None:
+    server = Processes(tmp_path, database_url, chunk_delay=0.02)
+    control = tmp_path / "control"
+    control.mkdir()
+    output = tmp_path / "npm-test.log"
+    try:
+        server.migrate()
+        first = server.serve(name="server-a")
+        await _serving(server, "server-a")
+        env = {**os.environ, "PAI_ADDRESS": server.address, "PAI_CONTROL_DIR": str(control)}
+        with output.open("wb") as log:
+            tests = await asyncio.create_subprocess_exec(
+                npm, "test", cwd=CLIENT, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+        restarted = False
+        waiting = asyncio.ensure_future(tests.wait())
+        while not waiting.done():
+            if not restarted and (control / "kill").exists():
+                # Mid-stream, as the TS test asked: no goodbye, then a new server.
+                first.kill()
+                first.wait()
+                server.serve(name="server-b")
+                restarted = True
+            await asyncio.wait({waiting}, timeout=0.02)
+        report = output.read_text()
+        assert tests.returncode == 0, f"npm test failed:\n{report}\n{server.log('server-a')}"
+        assert restarted, f"the restart test never asked for the kill:\n{report}"
+        assert "# fail 0" in report, report
+        assert "# skipped 0" in report, report
+    finally:
+        server.stop_all()
