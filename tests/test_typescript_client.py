@@ -3,7 +3,9 @@
 Its own tests (node:test, in clients/typescript/test) need a server: this
 module installs the client's pinned dependencies (`npm ci`, skipped while
 node_modules matches package-lock.json), starts `pai-grpc serve`, and runs
-`npm test` with PAI_ADDRESS pointing at it. For the restart test the TS side
+`npm test` with PAI_ADDRESS pointing at it. A second server requires mutual
+TLS and a bearer token and limits Sends (PAI_SECURE_*: its address, token and
+PEM files) for the token, TLS and RetryInfo tests. For the restart test the TS side
 writes ``kill`` into PAI_CONTROL_DIR mid-stream; this side then kills the
 server with SIGKILL and starts a new one on the same address, and the TS test
 checks its stream resumed to exactly the durable log.
@@ -26,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from pai_grpc.client import check_health
+from tests.certs import CertificateAuthority
 from tests.processes import Processes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,9 +100,35 @@ def test_generated_typescript_is_fresh(npm: str, tmp_path: Path) -> None:
     assert not stale, f"clients/typescript/src/gen is stale, run `npm run generate`: {stale}"
 
 
-async def _serving(server: Processes, name: str) -> None:
+TOKEN = "ts-client-secret"
+
+
+def _secure_server(tmp: Path) -> Processes:
+    """A server on its own SQLite database: mutual TLS, a bearer token, 1 Send per 2 s."""
+    tmp.mkdir()
+    ca = CertificateAuthority("ts client CA")
+    ca.write(tmp / "ca.pem")
+    cert = ca.issue_server(tmp / "server")
+    ca.issue_client(tmp / "client", "ts-client")
+    procs = Processes(tmp, f"sqlite:///{tmp / 'pai.db'}", chunk_delay=0.0)
+    with procs.config.open("a") as config:
+        config.write(
+            f'\n[tls]\ncert_file = "{cert.cert_file}"\nkey_file = "{cert.key_file}"\n'
+            f'client_ca_file = "{tmp / "ca.pem"}"\nrequire_client_cert = true\n'
+            f'\n[auth.tokens]\n"{TOKEN}" = "ts-scope"\n'
+            "\n[limits]\nsends_per_second = 0.5\nsend_burst = 1\n"
+        )
+    return procs
+
+
+async def _serving(server: Processes, name: str, *, tls: bool = False) -> None:
     deadline = time.monotonic() + 60
-    while not await check_health(server.address, timeout=1):
+    while True:
+        if tls:  # the TLS server logs its start; a health check would need a certificate
+            if "serving pai.v1" in server.log(name):
+                return
+        elif await check_health(server.address, timeout=1):
+            return
         assert time.monotonic() < deadline, server.log(name)
         await asyncio.sleep(0.1)
 
@@ -110,14 +139,28 @@ async def test_typescript_client_against_a_real_server(
     npm: str, database_url: str, tmp_path: Path
 ) -> None:
     server = Processes(tmp_path, database_url, chunk_delay=0.02)
+    secure = _secure_server(tmp_path / "secure")
     control = tmp_path / "control"
     control.mkdir()
     output = tmp_path / "npm-test.log"
     try:
         server.migrate()
+        secure.migrate()
         first = server.serve(name="server-a")
+        secure.serve(name="secure")
         await _serving(server, "server-a")
-        env = {**os.environ, "PAI_ADDRESS": server.address, "PAI_CONTROL_DIR": str(control)}
+        await _serving(secure, "secure", tls=True)
+        pem = tmp_path / "secure"
+        env = {
+            **os.environ,
+            "PAI_ADDRESS": server.address,
+            "PAI_CONTROL_DIR": str(control),
+            "PAI_SECURE_ADDRESS": secure.address,
+            "PAI_SECURE_TOKEN": TOKEN,
+            "PAI_SECURE_CA": str(pem / "ca.pem"),
+            "PAI_SECURE_CERT": str(pem / "client.crt"),
+            "PAI_SECURE_KEY": str(pem / "client.key"),
+        }
         with output.open("wb") as log:
             tests = await asyncio.create_subprocess_exec(
                 npm, "test", cwd=CLIENT, env=env, stdout=log, stderr=subprocess.STDOUT
@@ -139,3 +182,4 @@ async def test_typescript_client_against_a_real_server(
         assert "# skipped 0" in report, report
     finally:
         server.stop_all()
+        secure.stop_all()
