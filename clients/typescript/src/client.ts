@@ -17,7 +17,6 @@ import { type PendingAction, type Run, type RunEvent, RunStatus } from "./gen/pa
 import { RunService } from "./gen/pai/v1/run_service_pb.js";
 import type { Message, Thread } from "./gen/pai/v1/threads_pb.js";
 import { Delivery, ThreadService } from "./gen/pai/v1/thread_service_pb.js";
-import type { MessagePart } from "./gen/pai/v1/parts_pb.js";
 import type { MessagePartSchema } from "./gen/pai/v1/parts_pb.js";
 import { type PaiError, toPaiError } from "./errors.js";
 import { DEFAULT_RETRY, type RetryPolicy, backoffMs, isTransient, sleep } from "./retry.js";
@@ -326,8 +325,9 @@ export class RunRef {
   }
 
   /**
-   * The assistant text the run streams, once it is terminal. A recovery abort
-   * drops the text of the partial step it supersedes.
+   * The text the run streams (its text deltas, every step's in order), once
+   * the run is terminal. A recovery abort drops the text of the partial step
+   * it supersedes, so the result is what the committed messages say.
    */
   async text(options: StreamOptions = {}): Promise<string> {
     let committed = "";
@@ -419,5 +419,3 @@ export class RunRef {
 type Resolution = NonNullable<
   Parameters<Client<typeof RunService>["resolvePendingAction"]>[0]["resolution"]
 >;
-
-export type { MessagePart };

@@ -1,4 +1,5 @@
 /** The pai-grpc TypeScript client: `PaiClient` plus the generated pai.v1 types. */
+export { Code, ConnectError } from "@connectrpc/connect";
 export * from "./client.js";
 export * from "./errors.js";
 export { DEFAULT_RETRY, type RetryPolicy, backoffMs, isTransient } from "./retry.js";
