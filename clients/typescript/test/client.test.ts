@@ -1,15 +1,15 @@
 /** PaiClient against a real `pai-grpc serve` (PAI_ADDRESS): the calls, streams and errors. */
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import {
-  Code,
-} from "@connectrpc/connect";
+import { isMessage } from "@bufbuild/protobuf";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import {
   InvalidArgumentError,
   NotFoundError,
   PaiClient,
   PaiError,
   RunStatus,
+  SendRequestSchema,
   UnavailableError,
   isTerminal,
 } from "../src/index.js";
@@ -71,6 +71,36 @@ describe("PaiClient", () => {
     const { run } = await first.get();
     assert.equal(run.status, RunStatus.COMPLETED);
     assert.equal((await thread.messages()).length, 2, "one user message, one answer");
+  });
+
+  test("a Send whose answer is lost is retried with the same request id: one message, one run", async () => {
+    // The server commits the first Send, then its answer "goes missing".
+    const seen: string[] = [];
+    const loseFirstAnswer: Interceptor = (next) => async (req) => {
+      const res = await next(req);
+      if (!req.stream && isMessage(req.message, SendRequestSchema)) {
+        seen.push(req.message.requestId);
+        if (seen.length === 1) throw new ConnectError("answer lost", Code.Unavailable);
+      }
+      return res;
+    };
+    const flaky = connect({ interceptors: [loseFirstAnswer], retry: { initialDelayMs: 1 } });
+    try {
+      const thread = await flaky.createThread();
+      const run = await thread.send("exactly once");
+      assert.equal(seen.length, 2, "the lost answer was retried");
+      assert.ok(seen[0], "a request id was generated");
+      assert.equal(seen[1], seen[0], "the retry reused the request id");
+      await run.wait();
+      const { runs } = await flaky.runs.listRuns({ threadId: thread.id });
+      assert.deepEqual(
+        runs.map((r) => r.id),
+        [run.id],
+      );
+      assert.equal((await thread.messages()).length, 2, "one user message, one answer");
+    } finally {
+      flaky.close();
+    }
   });
 
   test("cancel stops a streaming run, and the stream ends with the cancellation", async () => {
