@@ -6,9 +6,10 @@ node_modules matches package-lock.json), starts `pai-grpc serve`, and runs
 `npm test` with PAI_ADDRESS pointing at it. A second server requires mutual
 TLS and a bearer token and limits Sends (PAI_SECURE_*: its address, token and
 PEM files) for the token, TLS and RetryInfo tests. For the restart test the TS side
-writes ``kill`` into PAI_CONTROL_DIR mid-stream; this side then kills the
-server with SIGKILL and starts a new one on the same address, and the TS test
-checks its stream resumed to exactly the durable log.
+writes ``kill`` (or ``term``) into PAI_CONTROL_DIR mid-stream; this side then
+stops the server with SIGKILL (or SIGTERM, a drain) and starts a new one on the
+same address, and the TS test checks its stream resumed to exactly the durable
+log.
 
 Without node/npm these tests FAIL in CI (env CI set) and skip loudly elsewhere.
 """
@@ -20,6 +21,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -104,7 +106,7 @@ TOKEN = "ts-client-secret"
 
 
 def _secure_server(tmp: Path) -> Processes:
-    """A server on its own SQLite database: mutual TLS, a bearer token, 1 Send per 2 s."""
+    """A server on its own SQLite database: mutual TLS, a bearer token, 1 Send per second."""
     tmp.mkdir()
     ca = CertificateAuthority("ts client CA")
     ca.write(tmp / "ca.pem")
@@ -116,7 +118,7 @@ def _secure_server(tmp: Path) -> Processes:
             f'\n[tls]\ncert_file = "{cert.cert_file}"\nkey_file = "{cert.key_file}"\n'
             f'client_ca_file = "{tmp / "ca.pem"}"\nrequire_client_cert = true\n'
             f'\n[auth.tokens]\n"{TOKEN}" = "ts-scope"\n'
-            "\n[limits]\nsends_per_second = 0.5\nsend_burst = 1\n"
+            "\n[limits]\nsends_per_second = 1\nsend_burst = 1\n"
         )
     return procs
 
@@ -139,6 +141,10 @@ async def test_typescript_client_against_a_real_server(
     npm: str, database_url: str, tmp_path: Path
 ) -> None:
     server = Processes(tmp_path, database_url, chunk_delay=0.02)
+    # A short grace: SIGTERM hands the streaming run back instead of finishing it.
+    server.config.write_text(
+        "[runner]\nlease_seconds = 1.0\ngrace_seconds = 0.5\n\n[offline]\nchunk_delay = 0.02\n"
+    )
     secure = _secure_server(tmp_path / "secure")
     control = tmp_path / "control"
     control.mkdir()
@@ -146,9 +152,9 @@ async def test_typescript_client_against_a_real_server(
     try:
         server.migrate()
         secure.migrate()
-        first = server.serve(name="server-a")
+        first = server.serve(name="server-0")
         secure.serve(name="secure")
-        await _serving(server, "server-a")
+        await _serving(server, "server-0")
         await _serving(secure, "secure", tls=True)
         pem = tmp_path / "secure"
         env = {
@@ -165,19 +171,23 @@ async def test_typescript_client_against_a_real_server(
             tests = await asyncio.create_subprocess_exec(
                 npm, "test", cwd=CLIENT, env=env, stdout=log, stderr=subprocess.STDOUT
             )
-        restarted = False
+        current, restarts = first, []
         waiting = asyncio.ensure_future(tests.wait())
         while not waiting.done():
-            if not restarted and (control / "kill").exists():
-                # Mid-stream, as the TS test asked: no goodbye, then a new server.
-                first.kill()
-                first.wait()
-                server.serve(name="server-b")
-                restarted = True
+            for how in ("kill", "term"):
+                if how in restarts or not (control / how).exists():
+                    continue
+                # Mid-stream, as the TS test asked: SIGKILL (no goodbye) or SIGTERM
+                # (a drain), then a new server on the same address.
+                current.send_signal(signal.SIGKILL if how == "kill" else signal.SIGTERM)
+                current.wait(timeout=60)
+                restarts.append(how)
+                current = server.serve(name=f"server-{len(restarts)}")
             await asyncio.wait({waiting}, timeout=0.02)
         report = output.read_text()
-        assert tests.returncode == 0, f"npm test failed:\n{report}\n{server.log('server-a')}"
-        assert restarted, f"the restart test never asked for the kill:\n{report}"
+        logs = "\n".join(server.log(f"server-{n}") for n in range(len(restarts) + 1))
+        assert tests.returncode == 0, f"npm test failed:\n{report}\n{logs}"
+        assert restarts == ["kill", "term"], f"the restart tests did not ask for both:\n{report}"
         assert "# fail 0" in report, report
         assert "# skipped 0" in report, report
     finally:
