@@ -106,7 +106,7 @@ TOKEN = "ts-client-secret"
 
 
 def _secure_server(tmp: Path) -> Processes:
-    """A server on its own SQLite database: mutual TLS, a bearer token, 1 Send per second."""
+    """A server on its own SQLite database: mutual TLS, a bearer token, 1 Send per 2 s."""
     tmp.mkdir()
     ca = CertificateAuthority("ts client CA")
     ca.write(tmp / "ca.pem")
@@ -118,7 +118,7 @@ def _secure_server(tmp: Path) -> Processes:
             f'\n[tls]\ncert_file = "{cert.cert_file}"\nkey_file = "{cert.key_file}"\n'
             f'client_ca_file = "{tmp / "ca.pem"}"\nrequire_client_cert = true\n'
             f'\n[auth.tokens]\n"{TOKEN}" = "ts-scope"\n'
-            "\n[limits]\nsends_per_second = 1\nsend_burst = 1\n"
+            "\n[limits]\nsends_per_second = 0.5\nsend_burst = 1\n"
         )
     return procs
 

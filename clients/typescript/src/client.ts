@@ -11,7 +11,14 @@
 import { randomUUID } from "node:crypto";
 import { type JsonObject, type JsonValue, type MessageInitShape, fromJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
-import { type CallOptions, type Client, type Interceptor, createClient } from "@connectrpc/connect";
+import {
+  type CallOptions,
+  type Client,
+  Code,
+  ConnectError,
+  type Interceptor,
+  createClient,
+} from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 import { type PendingAction, type Run, type RunEvent, RunStatus } from "./gen/pai/v1/runs_pb.js";
 import { RunService } from "./gen/pai/v1/run_service_pb.js";
@@ -77,8 +84,8 @@ export interface SendOptions extends MutationOptions {
 export interface StreamOptions extends CallControl {
   /** Start after this sequence number (0: from the first event). */
   afterSeq?: number | bigint;
-  /** Called before each reconnect with the error that broke the stream. */
-  onReconnect?: (error: PaiError, attempt: number, afterSeq: bigint) => void;
+  /** Called before each reconnect: the error, the consecutive failures so far, the cursor. */
+  onReconnect?: (error: PaiError, failures: number, afterSeq: bigint) => void;
 }
 
 const TERMINAL = new Set([RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED]);
@@ -172,15 +179,15 @@ export class PaiClient {
    * @internal
    */
   async call<T>(fn: (opts: CallOptions) => Promise<T>, control: CallControl = {}): Promise<T> {
-    for (let attempt = 0; ; attempt++) {
+    for (let attempt = 1; ; attempt++) {
       try {
         return await fn({ signal: control.signal, timeoutMs: this.timeoutMs });
       } catch (e) {
         const err = toPaiError(e);
-        if (control.signal?.aborted || attempt >= this.retry.maxRetries || !isTransient(err)) {
+        if (control.signal?.aborted || !isTransient(err) || attempt >= this.retry.maxAttempts) {
           throw err;
         }
-        await sleep(backoffMs(this.retry, attempt, err), control.signal);
+        await sleep(backoffMs(this.retry, attempt - 1, err), control.signal);
       }
     }
   }
@@ -288,14 +295,16 @@ export class RunRef {
    * delivered, so no event is delivered twice or skipped. Seqs increase but
    * may skip after a lost execution: the recovered attempt starts with
    * `chunk.abort{reason: "recovery"}`, which means "discard the partial step
-   * streamed since the last committed message". The retry budget is per
-   * outage: any delivered event restores it.
+   * streamed since the last committed message". Only consecutive failures
+   * without an event count against `retry.maxAttempts`; past it the last
+   * error is thrown. An answer from the server (NOT_FOUND, ...) is never retried.
    */
   async *stream(options: StreamOptions = {}): AsyncGenerator<RunEvent, void, undefined> {
+    const policy = this.client.retry;
     let cursor = BigInt(options.afterSeq ?? 0);
-    let attempt = 0;
-    let terminal = false;
+    let failures = 0;
     for (;;) {
+      let failure: PaiError;
       try {
         const events = this.client.runs.streamRun(
           { runId: this.id, afterSeq: cursor },
@@ -303,24 +312,26 @@ export class RunRef {
         );
         for await (const response of events) {
           const event = response.event;
-          if (!event || event.seq <= cursor) continue;
+          if (!event || event.seq <= cursor) continue; // never hand out an event twice
           cursor = event.seq;
-          attempt = 0;
-          if (event.event.case === "status" && isTerminal(event.event.value.status)) terminal = true;
+          failures = 0;
           yield event;
+          if (event.event.case === "status" && isTerminal(event.event.value.status)) return;
         }
-        // A clean end means the run is terminal; a server that closed the
-        // stream early (draining) is asked, and followed again if not.
-        if (terminal || isTerminal((await this.get(options)).run.status)) return;
+        // Ended cleanly without a terminal status: a cursor already at the end
+        // of a finished run, or a server that went away between messages.
+        if (isTerminal((await this.get(options)).run.status)) return;
+        failure = toPaiError(
+          new ConnectError("the run's stream ended before the run was terminal", Code.Unavailable),
+        );
       } catch (e) {
-        const err = toPaiError(e);
-        if (options.signal?.aborted || attempt >= this.client.retry.maxRetries || !isTransient(err)) {
-          throw err;
-        }
-        options.onReconnect?.(err, attempt + 1, cursor);
-        await sleep(backoffMs(this.client.retry, attempt, err), options.signal);
-        attempt++;
+        failure = toPaiError(e);
+        if (options.signal?.aborted || !isTransient(failure)) throw failure;
       }
+      failures++;
+      if (failures >= policy.maxAttempts) throw failure;
+      options.onReconnect?.(failure, failures, cursor);
+      await sleep(backoffMs(policy, failures - 1, failure), options.signal);
     }
   }
 

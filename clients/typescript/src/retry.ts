@@ -1,45 +1,57 @@
 /**
- * When and how long the client waits before retrying a call.
+ * Bounded retries with exponential back-off and jitter, for calls that are
+ * safe to repeat.
  *
- * Every mutating call carries a request_id, so repeating it after a lost
- * answer returns the original outcome instead of doing the work twice; reads
- * and StreamRun (resumed from the last seq) are safe to repeat as they are.
+ * A call is safe to repeat when it reads, or when it carries a request_id (the
+ * server replays the first outcome instead of doing the work twice); StreamRun
+ * is reopened after the last seq delivered. Only transport-level failures are
+ * retried, as in the Python client: UNAVAILABLE (server restarting, connection
+ * refused, shutting down) and a stream or connection that broke without a
+ * status from the server.
  */
 import { Code } from "@connectrpc/connect";
 import type { PaiError } from "./errors.js";
 
-/** Bounds of the client's retries; each outage gets the full budget again. */
+/** How often and how patiently a failed call is tried again. */
 export interface RetryPolicy {
-  /** Retries after the first try (per outage for streams); 0 disables retrying. */
-  maxRetries: number;
-  /** The first back-off, in milliseconds. */
+  /**
+   * Tries in all (1 turns retries off). For a run's event stream the count
+   * restarts whenever an event arrives: only consecutive failures without
+   * progress count.
+   */
+  maxAttempts: number;
+  /** Milliseconds before the first retry. */
   initialDelayMs: number;
-  /** The longest back-off, in milliseconds (RetryInfo may ask for longer). */
+  /** Cap on the wait between two tries, in milliseconds (RetryInfo may ask for longer). */
   maxDelayMs: number;
-  /** Growth of the back-off per retry. */
+  /** Growth of the wait per try. */
   multiplier: number;
+  /** Fraction of each wait drawn at random (0..1), so clients cut off together do not return in lockstep. */
+  jitter: number;
 }
 
-/** Enough to ride out a server restart (about 20 s of back-off in total). */
-export const DEFAULT_RETRY: RetryPolicy = {
-  maxRetries: 10,
+/** The default for unary calls and for reconnecting streams (the Python client's). */
+export const DEFAULT_RETRY: Readonly<RetryPolicy> = {
+  maxAttempts: 6,
   initialDelayMs: 100,
-  maxDelayMs: 5000,
+  maxDelayMs: 3000,
   multiplier: 2,
+  jitter: 0.5,
 };
 
+/** Never retry. */
+export const NO_RETRY: Readonly<RetryPolicy> = { ...DEFAULT_RETRY, maxAttempts: 1 };
+
 /**
- * Whether a failure is transient: UNAVAILABLE, or a connection or stream that
- * broke without a status from the server (a reset or a killed peer surfaces as
- * INTERNAL, UNKNOWN, ABORTED, or CANCELLED when Node closes the streams of a
- * dead HTTP/2 session, all with no ErrorInfo; callers check their own
- * AbortSignal before asking). A status the server chose
- * (it carries ErrorInfo) is an answer, never retried, except
- * RESOURCE_EXHAUSTED with RetryInfo (a rate limit asking to come back later).
+ * Whether a failed call may succeed when simply repeated: UNAVAILABLE, or a
+ * connection or stream that broke without a status from the server. Node
+ * reports a reset or a killed peer as INTERNAL, UNKNOWN, ABORTED, or CANCELLED
+ * (it closes the streams of a dead HTTP/2 session with RST_STREAM CANCEL), all
+ * without ErrorInfo; callers check their own AbortSignal before asking. A
+ * status the server chose carries ErrorInfo: it is an answer, never retried.
  */
 export function isTransient(err: PaiError): boolean {
   if (err.code === Code.Unavailable) return true;
-  if (err.code === Code.ResourceExhausted) return err.fromServer && err.retryDelayMs !== undefined;
   if (err.fromServer) return false;
   return (
     err.code === Code.Internal ||
@@ -50,14 +62,14 @@ export function isTransient(err: PaiError): boolean {
 }
 
 /**
- * The wait before retry number `attempt` (0-based): exponential back-off with
- * "equal jitter" (half fixed, half random) so clients that lost the same
- * server do not reconnect in lockstep; never shorter than the server's RetryInfo.
+ * Milliseconds to wait before retry number `retry` (0-based): exponential
+ * back-off, `jitter` of it random; the server's RetryInfo delay is a floor
+ * that jitter never cuts.
  */
-export function backoffMs(policy: RetryPolicy, attempt: number, err?: PaiError): number {
-  const base = Math.min(policy.maxDelayMs, policy.initialDelayMs * policy.multiplier ** attempt);
-  const jittered = base / 2 + Math.random() * (base / 2);
-  return Math.max(jittered, err?.retryDelayMs ?? 0);
+export function backoffMs(policy: RetryPolicy, retry: number, err?: PaiError): number {
+  const base = Math.min(policy.maxDelayMs, policy.initialDelayMs * policy.multiplier ** retry);
+  const wait = base * (1 - policy.jitter) + Math.random() * base * policy.jitter;
+  return Math.max(wait, err?.retryDelayMs ?? 0);
 }
 
 /** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */

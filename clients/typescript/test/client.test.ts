@@ -181,7 +181,7 @@ describe("PaiClient", () => {
     // Port 1 on loopback: nothing listens there, connections are refused at once.
     const dead = new PaiClient({
       address: `${host}:1`,
-      retry: { maxRetries: 3, initialDelayMs: 10, maxDelayMs: 20 },
+      retry: { maxAttempts: 4, initialDelayMs: 10, maxDelayMs: 20 },
     });
     try {
       const reconnects: number[] = [];

@@ -23,7 +23,7 @@ const skip = control ? false : "needs PAI_CONTROL_DIR: run through tests/test_ty
 /** Streams a run while the harness restarts the server (`how`); checks it against the log. */
 async function streamAcrossRestart(how: "kill" | "term"): Promise<{ record: Run; log: RunEvent[] }> {
   // A budget that outlasts a server start on a loaded machine.
-  const client = connect({ retry: { maxRetries: 60, initialDelayMs: 50, maxDelayMs: 1000 } });
+  const client = connect({ retry: { maxAttempts: 60, initialDelayMs: 50, maxDelayMs: 1000 } });
   try {
     const thread = await client.createThread();
     const words = longText(200);
