@@ -28,7 +28,7 @@ export interface FieldViolation {
 export class PaiError extends Error {
   /** The gRPC status code. */
   readonly code: Code;
-  /** ErrorInfo.reason, e.g. `RUN_NOT_FOUND`; the code's name when the server sent none. */
+  /** ErrorInfo.reason, e.g. `RUN_NOT_FOUND`; the code's gRPC name when the server sent none. */
   readonly reason: string;
   /** ErrorInfo.domain (`pai.v1` for the runtime's errors); empty without ErrorInfo. */
   readonly domain: string;
@@ -42,12 +42,13 @@ export class PaiError extends Error {
   readonly fromServer: boolean;
 
   constructor(cause: ConnectError) {
-    super(cause.rawMessage || cause.message, { cause });
+    const info = cause.findDetails(ErrorInfoSchema)[0];
+    const reason = info?.reason || grpcCodeName(cause.code);
+    super(`${grpcCodeName(cause.code)} ${reason}: ${cause.rawMessage}`, { cause });
     this.name = new.target.name;
     this.code = cause.code;
-    const info = cause.findDetails(ErrorInfoSchema)[0];
     this.fromServer = info !== undefined;
-    this.reason = info?.reason || Code[cause.code] || "UNKNOWN";
+    this.reason = reason;
     this.domain = info?.domain ?? "";
     this.metadata = { ...(info?.metadata ?? {}) };
     const retry = cause.findDetails(RetryInfoSchema)[0]?.retryDelay;
@@ -58,10 +59,17 @@ export class PaiError extends Error {
       .flatMap((b) => b.fieldViolations.map((v) => ({ field: v.field, description: v.description })));
   }
 
-  /** The name of the gRPC code, e.g. `NotFound`. */
+  /** The gRPC name of the code, e.g. `NOT_FOUND`. */
   get codeName(): string {
-    return Code[this.code] ?? String(this.code);
+    return grpcCodeName(this.code);
   }
+}
+
+/** The gRPC spelling of a code: `NOT_FOUND`, `CANCELLED`, ... */
+export function grpcCodeName(code: Code): string {
+  if (code === Code.Canceled) return "CANCELLED";
+  const name = Code[code];
+  return name ? name.replace(/(?<=[a-z])(?=[A-Z])/g, "_").toUpperCase() : `CODE_${code}`;
 }
 
 /** INVALID_ARGUMENT: the request is malformed; {@link PaiError.violations} name the fields. */

@@ -130,6 +130,7 @@ describe("PaiClient", () => {
     assert.equal(missing.reason, "RUN_NOT_FOUND");
     assert.equal(missing.domain, "pai.v1");
     assert.ok(missing.fromServer);
+    assert.match(missing.message, /^NOT_FOUND RUN_NOT_FOUND: /);
 
     const bad = await client
       .run("not-a-run-id")
@@ -193,6 +194,9 @@ describe("PaiClient", () => {
       );
       assert.ok(err instanceof UnavailableError, String(err));
       assert.ok(err instanceof PaiError);
+      assert.equal(err.codeName, "UNAVAILABLE");
+      assert.equal(err.reason, "UNAVAILABLE", "no ErrorInfo: the code stands in");
+      assert.ok(!err.fromServer);
       assert.deepEqual(reconnects, [1, 2, 3]);
     } finally {
       dead.close();
