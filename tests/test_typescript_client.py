@@ -26,6 +26,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -41,20 +42,29 @@ STAMP = CLIENT / "node_modules" / ".pai-package-lock.sha256"
 pytestmark = pytest.mark.slow
 
 
+def _missing(message: str) -> NoReturn:
+    """Fail in CI, skip loudly elsewhere."""
+    message = f"{message}: the TypeScript client tests need Node.js >= 20 and npm"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(f"SKIPPED, NOT TESTED: {message}")
+
+
 def _require(tool: str) -> str:
     path = shutil.which(tool)
     if path is None:
-        message = f"{tool} is not installed: the TypeScript client tests need Node.js >= 20 and npm"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(f"SKIPPED, NOT TESTED: {message}")
+        _missing(f"{tool} is not installed")
     return path
 
 
 @pytest.fixture(scope="module")
 def npm() -> str:
     """`npm`, with the client's dependencies installed exactly as package-lock.json pins them."""
-    _require("node")
+    node = _require("node")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30)
+    major = version.stdout.strip().lstrip("v").split(".")[0]
+    if not major.isdigit() or int(major) < 20:
+        _missing(f"node {version.stdout.strip()} is too old")
     npm = _require("npm")
     lock = hashlib.sha256((CLIENT / "package-lock.json").read_bytes()).hexdigest()
     # Another test process may install at the same time: one `npm ci` per checkout at a
