@@ -20,7 +20,13 @@ import {
   createClient,
 } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
-import { type PendingAction, type Run, type RunEvent, RunStatus } from "./gen/pai/v1/runs_pb.js";
+import {
+  type PendingAction,
+  type Run,
+  type RunEvent,
+  type RunHandle,
+  RunStatus,
+} from "./gen/pai/v1/runs_pb.js";
 import { RunService } from "./gen/pai/v1/run_service_pb.js";
 import type { Message, Thread } from "./gen/pai/v1/threads_pb.js";
 import { Delivery, ThreadService } from "./gen/pai/v1/thread_service_pb.js";
@@ -233,7 +239,7 @@ export class ThreadRef {
       options,
     );
     if (!r.run) throw new Error("Send answered without a run");
-    return new RunRef(this.client, r.run.runId, r.run.messageId);
+    return new RunRef(this.client, r.run.runId, r.run);
   }
 
   /** Starts a run with an operation input and no user message. */
@@ -251,7 +257,7 @@ export class ThreadRef {
       options,
     );
     if (!r.run) throw new Error("Trigger answered without a run");
-    return new RunRef(this.client, r.run.runId);
+    return new RunRef(this.client, r.run.runId, r.run);
   }
 
   /** The transcript, oldest first (every page). */
@@ -276,8 +282,11 @@ export class RunRef {
     private readonly client: PaiClient,
     /** The run id (`run_...`). */
     readonly id: string,
-    /** The user message committed with the run, when Send committed one at once. */
-    readonly messageId?: string,
+    /**
+     * What Send or Trigger answered (thread id, status then, and the user
+     * message when it was committed at once); absent on {@link PaiClient.run}.
+     */
+    readonly handle?: RunHandle,
   ) {}
 
   /** Reads the run record and its open pending actions. */

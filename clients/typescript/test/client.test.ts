@@ -30,6 +30,8 @@ describe("PaiClient", () => {
     const thread = await client.createThread();
     const run = await thread.send("hello from typescript");
     assert.match(run.id, /^run_/);
+    assert.equal(run.handle?.threadId, thread.id);
+    assert.match(run.handle?.messageId ?? "", /^msg_/, "an idle thread commits the message at once");
     assert.equal(await run.text(), `${ECHO}hello from typescript`);
     const done = await run.wait();
     assert.equal(done.status, RunStatus.COMPLETED);
