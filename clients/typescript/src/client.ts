@@ -29,7 +29,12 @@ import {
 } from "./gen/pai/v1/runs_pb.js";
 import { RunService } from "./gen/pai/v1/run_service_pb.js";
 import type { Message, Thread } from "./gen/pai/v1/threads_pb.js";
-import { Delivery, ThreadService } from "./gen/pai/v1/thread_service_pb.js";
+import {
+  Delivery,
+  ThreadChange,
+  ThreadService,
+  type WatchThreadResponse,
+} from "./gen/pai/v1/thread_service_pb.js";
 import type { MessagePartSchema } from "./gen/pai/v1/parts_pb.js";
 import { type PaiError, toPaiError } from "./errors.js";
 import { DEFAULT_RETRY, type RetryPolicy, backoffMs, isTransient, sleep } from "./retry.js";
@@ -92,6 +97,14 @@ export interface StreamOptions extends CallControl {
   afterSeq?: number | bigint;
   /** Called before each reconnect: the error, the consecutive failures so far, the cursor. */
   onReconnect?: (error: PaiError, failures: number, afterSeq: bigint) => void;
+}
+
+/** Options of {@link ThreadRef.watch}. */
+export interface WatchOptions extends CallControl {
+  /** Only changes after this thread version (0: the current head first). */
+  afterVersion?: number | bigint;
+  /** Called before each reconnect: the error, the consecutive failures so far, the version. */
+  onReconnect?: (error: PaiError, failures: number, afterVersion: bigint) => void;
 }
 
 const TERMINAL = new Set([RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED]);
@@ -258,6 +271,45 @@ export class ThreadRef {
     );
     if (!r.run) throw new Error("Trigger answered without a run");
     return new RunRef(this.client, r.run.runId, r.run);
+  }
+
+  /**
+   * The thread head's changes after `afterVersion` (0: the current head first,
+   * as a SNAPSHOT), until the thread is deleted. Like {@link RunRef.stream} it
+   * reconnects on transport failures, resuming after the highest version
+   * delivered; only consecutive failures without a change count against
+   * `retry.maxAttempts`.
+   */
+  async *watch(options: WatchOptions = {}): AsyncGenerator<WatchThreadResponse, void, undefined> {
+    const policy = this.client.retry;
+    let version = BigInt(options.afterVersion ?? 0);
+    let failures = 0;
+    for (;;) {
+      let failure: PaiError;
+      try {
+        const changes = this.client.threads.watchThread(
+          { threadId: this.id, afterVersion: version },
+          { signal: options.signal },
+        );
+        for await (const change of changes) {
+          const seen = change.thread?.version ?? 0n;
+          if (seen > version) version = seen;
+          failures = 0;
+          yield change;
+          if (change.change === ThreadChange.DELETED) return;
+        }
+        failure = toPaiError(
+          new ConnectError("the thread's watch ended before the thread was deleted", Code.Unavailable),
+        );
+      } catch (e) {
+        failure = toPaiError(e);
+        if (options.signal?.aborted || !isTransient(failure)) throw failure;
+      }
+      failures++;
+      if (failures >= policy.maxAttempts) throw failure;
+      options.onReconnect?.(failure, failures, version);
+      await sleep(backoffMs(policy, failures - 1, failure), options.signal);
+    }
   }
 
   /** The transcript, oldest first (every page). */

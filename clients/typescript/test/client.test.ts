@@ -10,6 +10,7 @@ import {
   PaiError,
   RunStatus,
   SendRequestSchema,
+  ThreadChange,
   UnavailableError,
   isTerminal,
 } from "../src/index.js";
@@ -60,6 +61,31 @@ describe("PaiClient", () => {
     assert.deepEqual(
       rest.map((e) => e.seq),
       log.filter((e) => e.seq > cursor).map((e) => e.seq),
+    );
+  });
+
+  test("watch yields the head first, then the changes a run makes", async () => {
+    const thread = await client.createThread();
+    const changes = thread.watch()[Symbol.asyncIterator]();
+    const first = await changes.next();
+    assert.ok(!first.done);
+    assert.equal(first.value.change, ThreadChange.SNAPSHOT);
+    assert.equal(first.value.thread?.id, thread.id);
+    const run = await thread.send("watched");
+    await run.wait();
+    const committed: string[] = [];
+    let version = first.value.thread?.version ?? 0n;
+    while (committed.length < 2) {
+      const next = await changes.next();
+      assert.ok(!next.done, "the watch ended early");
+      assert.ok((next.value.thread?.version ?? 0n) >= version, "versions never go back");
+      version = next.value.thread?.version ?? version;
+      if (next.value.change === ThreadChange.MESSAGES_COMMITTED) committed.push(...next.value.messageIds);
+    }
+    await changes.return?.(undefined);
+    assert.deepEqual(
+      committed,
+      (await thread.messages()).map((m) => m.id),
     );
   });
 

@@ -13,7 +13,7 @@ import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
-import { type Run, type RunEvent, RunStatus } from "../src/index.js";
+import { type Run, type RunEvent, RunStatus, type WatchThreadResponse } from "../src/index.js";
 import { collect, connect, isRecoveryAbort, longText, sameEvent } from "./support.js";
 
 const control = process.env.PAI_CONTROL_DIR;
@@ -27,6 +27,21 @@ async function streamAcrossRestart(how: "kill" | "term"): Promise<{ record: Run;
   try {
     const thread = await client.createThread();
     const words = longText(200);
+    // A watcher of the thread head rides through the same restart.
+    const watched: WatchThreadResponse[] = [];
+    const watchReconnects: number[] = [];
+    const stopWatching = new AbortController();
+    const watching = (async () => {
+      const changes = thread.watch({
+        signal: stopWatching.signal,
+        onReconnect: (_err, n) => watchReconnects.push(n),
+      });
+      try {
+        for await (const change of changes) watched.push(change);
+      } catch (e) {
+        if (!stopWatching.signal.aborted) throw e;
+      }
+    })();
     const run = await thread.send(words);
     const live: RunEvent[] = [];
     const reconnects: string[] = [];
@@ -71,6 +86,18 @@ async function streamAcrossRestart(how: "kill" | "term"): Promise<{ record: Run;
       assert.ok(abort > lastExtra, "events beyond the log were not followed by a recovery abort");
     }
     assert.equal(await run.text(), `${ECHO}${words}`);
+
+    // The watcher reconnected and reached the thread's final version.
+    const head = await thread.get();
+    for (let i = 0; i < 600 && !watched.some((c) => (c.thread?.version ?? 0n) >= head.version); i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    stopWatching.abort();
+    await watching;
+    assert.ok(watchReconnects.length >= 1, "the watch never broke");
+    const versions = watched.map((c) => c.thread?.version ?? 0n);
+    versions.slice(1).forEach((v, i) => assert.ok(v >= versions[i]!, "a version went back"));
+    assert.ok(versions.at(-1)! >= head.version, `the watch stopped at ${versions.at(-1)} < ${head.version}`);
     return { record, log };
   } finally {
     client.close();
