@@ -5,7 +5,8 @@ module installs the client's pinned dependencies (`npm ci`, skipped while
 node_modules matches package-lock.json), starts `pai-grpc serve`, and runs
 `npm test` with PAI_ADDRESS pointing at it. A second server requires mutual
 TLS and a bearer token and limits Sends (PAI_SECURE_*: its address, token and
-PEM files) for the token, TLS and RetryInfo tests. For the restart test the TS side
+PEM files) for the token, TLS and RetryInfo tests; its "tooling" agent asks a
+fake Claude that calls a client tool, for the tool result test. For the restart test the TS side
 writes ``kill`` (or ``term``) into PAI_CONTROL_DIR mid-stream; this side then
 stops the server with SIGKILL (or SIGTERM, a drain) and starts a new one on the
 same address, and the TS test checks its stream resumed to exactly the durable
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -31,6 +33,7 @@ from typing import NoReturn
 import pytest
 
 from pai_grpc.client import check_health
+from pai_grpc.fakes import FakeAnthropic, reply, text_block, tool_use_block
 from tests.certs import CertificateAuthority
 from tests.processes import Processes
 
@@ -129,8 +132,20 @@ def _secure_server(tmp: Path) -> Processes:
             f'client_ca_file = "{tmp / "ca.pem"}"\nrequire_client_cert = true\n'
             f'\n[auth.tokens]\n"{TOKEN}" = "ts-scope"\n'
             "\n[limits]\nsends_per_second = 0.5\nsend_burst = 1\n"
+            # The first agent is the default; "tooling" asks the fake Claude, which
+            # calls the client tool "lookup" and then answers with its result.
+            '\n[agents.plain]\nmodel = "offline"\n'
+            '\n[agents.tooling]\nmodel = "anthropic:claude-test"\ntools = ["lookup"]\n'
+            '\n[tools.lookup]\ndescription = "Look a thing up."\n'
         )
     return procs
+
+
+def _tool_turns(fake: FakeAnthropic) -> None:
+    fake.script(
+        reply(tool_use_block("toolu_1", "lookup", {"q": "meaning"}), stop_reason="tool_use"),
+        reply(text_block("The answer is 42.")),
+    )
 
 
 async def _serving(server: Processes, name: str, *, tls: bool = False) -> None:
@@ -150,12 +165,27 @@ async def _serving(server: Processes, name: str, *, tls: bool = False) -> None:
 async def test_typescript_client_against_a_real_server(
     npm: str, database_url: str, tmp_path: Path
 ) -> None:
+    async with FakeAnthropic(api_key="test-key") as fake:
+        _tool_turns(fake)
+        await _run_client_tests(npm, database_url, tmp_path, fake)
+    # The tool result the TS client submitted reached the model.
+    bodies = [r.body for r in fake.requests if r.path.split("?")[0] == "/v1/messages"]
+    assert len(bodies) == 2, bodies
+    result = bodies[1]["messages"][-1]["content"][0]
+    assert result["type"] == "tool_result", bodies[1]
+    assert json.loads(result["content"]) == {"answer": 42}, result
+
+
+async def _run_client_tests(
+    npm: str, database_url: str, tmp_path: Path, fake: FakeAnthropic
+) -> None:
     server = Processes(tmp_path, database_url, chunk_delay=0.02)
     # A short grace: SIGTERM hands the streaming run back instead of finishing it.
     server.config.write_text(
         "[runner]\nlease_seconds = 1.0\ngrace_seconds = 0.5\n\n[offline]\nchunk_delay = 0.02\n"
     )
     secure = _secure_server(tmp_path / "secure")
+    secure.env.update(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.base_url)
     control = tmp_path / "control"
     control.mkdir()
     output = tmp_path / "npm-test.log"

@@ -264,7 +264,12 @@ export class ThreadRef {
     const r = await this.client.call(
       (o) =>
         this.client.threads.trigger(
-          { threadId: this.id, input: fromJson(ValueSchema, input), requestId, runMetadata: options.runMetadata },
+          {
+            threadId: this.id,
+            input: fromJson(ValueSchema, input),
+            requestId,
+            runMetadata: options.runMetadata,
+          },
           o,
         ),
       options,
@@ -438,12 +443,14 @@ export class RunRef {
 
   /** Approves a pending approval request. */
   approve(actionId: string, options: MutationOptions & { reason?: string } = {}): Promise<Run> {
-    return this.resolve(actionId, { case: "approval", value: { approved: true, reason: options.reason } }, options);
+    const approval = { approved: true, reason: options.reason };
+    return this.resolve(actionId, { case: "approval", value: approval }, options);
   }
 
   /** Denies a pending approval request. */
   deny(actionId: string, options: MutationOptions & { reason?: string } = {}): Promise<Run> {
-    return this.resolve(actionId, { case: "approval", value: { approved: false, reason: options.reason } }, options);
+    const approval = { approved: false, reason: options.reason };
+    return this.resolve(actionId, { case: "approval", value: approval }, options);
   }
 
   /** Submits the output of a client-executed tool. */

@@ -1,16 +1,24 @@
 /**
  * PaiClient's bearer token and TLS options, and RetryInfo, against a real
  * `pai-grpc serve` that requires mutual TLS and a token and limits Sends
- * (PAI_SECURE_ADDRESS; tests/test_typescript_client.py writes the PEM files).
+ * (PAI_SECURE_ADDRESS; tests/test_typescript_client.py writes the PEM files),
+ * whose "tooling" agent asks a fake Claude that calls the client tool "lookup".
  */
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { describe, test } from "node:test";
+import { toJson } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import {
+  FailedPreconditionError,
   PaiClient,
   type PaiClientOptions,
+  type PendingAction,
+  PendingActionKind,
   ResourceExhaustedError,
+  type RunRef,
   RunStatus,
+  type ThreadRef,
   UnauthenticatedError,
 } from "../src/index.js";
 
@@ -30,6 +38,17 @@ function client(options: Partial<PaiClientOptions> = {}): PaiClient {
   });
 }
 
+/** Sends, waiting out the Send rate limit (1 per 2 s on this server) once if it is hit. */
+async function sendPatiently(thread: ThreadRef, text: string): Promise<RunRef> {
+  try {
+    return await thread.send(text);
+  } catch (e) {
+    if (!(e instanceof ResourceExhaustedError)) throw e;
+    await new Promise((r) => setTimeout(r, e.retryDelayMs ?? 2000));
+    return thread.send(text);
+  }
+}
+
 async function failure(call: () => Promise<unknown>): Promise<unknown> {
   return call().then(
     () => assert.fail("the call succeeded"),
@@ -45,7 +64,7 @@ describe(
       const c = client();
       try {
         const thread = await c.createThread();
-        const run = await thread.send("over TLS");
+        const run = await sendPatiently(thread, "over TLS");
         assert.equal((await run.wait()).status, RunStatus.COMPLETED);
         // The token is sent as a function's answer too.
         const viaFn = client({ token: async () => env.PAI_SECURE_TOKEN! });
@@ -86,16 +105,49 @@ describe(
       }
     });
 
+    test("a client tool's call pauses the run; its submitted result lets the run finish", async () => {
+      const c = client();
+      try {
+        const thread = await c.createThread({ agent: "tooling" });
+        const run = await sendPatiently(thread, "what is the meaning?");
+        let action: PendingAction | undefined;
+        for await (const event of run.stream()) {
+          if (event.event.case === "pendingAction") {
+            action = event.event.value;
+            break; // a waiting run's stream stays open
+          }
+        }
+        assert.ok(action, "no pending action was streamed");
+        assert.equal(action.kind, PendingActionKind.CLIENT_TOOL);
+        assert.equal(action.toolName, "lookup");
+        assert.deepEqual(toJson(ValueSchema, action.input!), { q: "meaning" });
+        const { run: waiting, pendingActions } = await run.get();
+        assert.equal(waiting.status, RunStatus.WAITING);
+        assert.deepEqual(
+          pendingActions.map((a) => a.id),
+          [action.id],
+        );
+
+        const requestId = `lookup-${action.id}`;
+        await run.submitToolResult(action.id, { answer: 42 }, { requestId });
+        // The same request id again is the same resolution, not a second one.
+        await run.submitToolResult(action.id, { answer: 42 }, { requestId });
+        const other = await failure(() => run.submitToolResult(action.id, { answer: 7 }));
+        assert.ok(other instanceof FailedPreconditionError, String(other));
+        assert.equal(other.reason, "PENDING_ACTION_NOT_OPEN");
+
+        assert.equal(await run.text(), "The answer is 42.");
+        assert.equal((await run.wait()).status, RunStatus.COMPLETED);
+      } finally {
+        c.close();
+      }
+    });
+
     test("a rate-limited Send is not retried; it carries RetryInfo, after which a Send succeeds", async () => {
       const c = client();
       try {
         const thread = await c.createThread();
-        // Take the only token of the bucket (an earlier test may have taken it: wait it out).
-        await thread.send("first").catch(async (e: unknown) => {
-          if (!(e instanceof ResourceExhaustedError)) throw e;
-          await new Promise((r) => setTimeout(r, e.retryDelayMs ?? 2000));
-          return thread.send("first");
-        });
+        await sendPatiently(thread, "first"); // takes the only token of the bucket
         const err = await failure(() => thread.send("too soon"));
         assert.ok(err instanceof ResourceExhaustedError, String(err));
         assert.equal(err.reason, "SEND_RATE_EXCEEDED");
