@@ -6,7 +6,8 @@ node_modules matches package-lock.json), starts `pai-grpc serve`, and runs
 `npm test` with PAI_ADDRESS pointing at it. A second server requires mutual
 TLS and a bearer token and limits Sends (PAI_SECURE_*: its address, token and
 PEM files) for the token, TLS and RetryInfo tests; its "tooling" agent asks a
-fake Claude that calls a client tool, for the tool result test. For the restart test the TS side
+fake Claude that calls a client tool and an approval-gated tool of a tool
+server, for the tool result, approve and deny tests. For the restart test the TS side
 writes ``kill`` (or ``term``) into PAI_CONTROL_DIR mid-stream; this side then
 stops the server with SIGKILL (or SIGTERM, a drain) and starts a new one on the
 same address, and the TS test checks its stream resumed to exactly the durable
@@ -20,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import hashlib
-import json
 import os
 import shutil
 import signal
@@ -28,12 +28,15 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
+from pydantic import BaseModel
 
 from pai_grpc.client import check_health
-from pai_grpc.fakes import FakeAnthropic, reply, text_block, tool_use_block
+from pai_grpc.fakes import FakeAnthropic, RecordedRequest, Turn, reply, text_block, tool_use_block
+from pai_grpc.tools import ToolContext, tool
+from pai_grpc.toolservice import serve_tools
 from tests.certs import CertificateAuthority
 from tests.processes import Processes
 
@@ -116,10 +119,41 @@ def test_generated_typescript_is_fresh(npm: str, tmp_path: Path) -> None:
 
 
 TOKEN = "ts-client-secret"
+#: The amounts the "transfer" tool moved (it runs only once a human approved).
+TRANSFERS: list[int] = []
 
 
-def _secure_server(tmp: Path) -> Processes:
-    """A server on its own SQLite database: mutual TLS, a bearer token, 1 Send per 2 s."""
+class _Transfer(BaseModel):
+    amount: int
+
+
+@tool(description="Move money (asks a human first).")
+async def transfer(value: _Transfer, ctx: ToolContext) -> dict[str, Any]:
+    TRANSFERS.append(value.amount)
+    return {"moved": value.amount}
+
+
+def _claude(request: RecordedRequest) -> Turn:
+    """The fake Claude of the "tooling" agent: a tool call per question, then the tool's output."""
+    last = request.body["messages"][-1]["content"]
+    block = last[0] if isinstance(last, list) else {"type": "text", "text": last}
+    if block["type"] == "tool_result":
+        return reply(text_block(f"Result: {block.get('content', '')}"))
+    tool_id = f"toolu_{len(request.body['messages'])}"
+    if "transfer" in block["text"]:
+        call = tool_use_block(tool_id, "transfer", {"amount": 5})
+    else:
+        call = tool_use_block(tool_id, "lookup", {"q": "meaning"})
+    return reply(call, stop_reason="tool_use")
+
+
+def _secure_server(tmp: Path, tool_port: int) -> Processes:
+    """A server on its own SQLite database: mutual TLS, a bearer token, 1 Send per second.
+
+    Its first (default) agent is the offline one; "tooling" asks the fake Claude,
+    with the client tool "lookup" and the tool server's "transfer", which needs
+    an approval.
+    """
     tmp.mkdir()
     ca = CertificateAuthority("ts client CA")
     ca.write(tmp / "ca.pem")
@@ -131,21 +165,14 @@ def _secure_server(tmp: Path) -> Processes:
             f'\n[tls]\ncert_file = "{cert.cert_file}"\nkey_file = "{cert.key_file}"\n'
             f'client_ca_file = "{tmp / "ca.pem"}"\nrequire_client_cert = true\n'
             f'\n[auth.tokens]\n"{TOKEN}" = "ts-scope"\n'
-            "\n[limits]\nsends_per_second = 0.5\nsend_burst = 1\n"
-            # The first agent is the default; "tooling" asks the fake Claude, which
-            # calls the client tool "lookup" and then answers with its result.
+            "\n[limits]\nsends_per_second = 1\nsend_burst = 1\n"
             '\n[agents.plain]\nmodel = "offline"\n'
-            '\n[agents.tooling]\nmodel = "anthropic:claude-test"\ntools = ["lookup"]\n'
+            '\n[agents.tooling]\nmodel = "anthropic:claude-test"\n'
+            'tools = ["lookup", "transfer"]\n'
             '\n[tools.lookup]\ndescription = "Look a thing up."\n'
+            f'\n[tool_servers.desk]\naddress = "127.0.0.1:{tool_port}"\napproval = ["transfer"]\n'
         )
     return procs
-
-
-def _tool_turns(fake: FakeAnthropic) -> None:
-    fake.script(
-        reply(tool_use_block("toolu_1", "lookup", {"q": "meaning"}), stop_reason="tool_use"),
-        reply(text_block("The answer is 42.")),
-    )
 
 
 async def _serving(server: Processes, name: str, *, tls: bool = False) -> None:
@@ -165,26 +192,36 @@ async def _serving(server: Processes, name: str, *, tls: bool = False) -> None:
 async def test_typescript_client_against_a_real_server(
     npm: str, database_url: str, tmp_path: Path
 ) -> None:
-    async with FakeAnthropic(api_key="test-key") as fake:
-        _tool_turns(fake)
-        await _run_client_tests(npm, database_url, tmp_path, fake)
-    # The tool result the TS client submitted reached the model.
-    bodies = [r.body for r in fake.requests if r.path.split("?")[0] == "/v1/messages"]
-    assert len(bodies) == 2, bodies
-    result = bodies[1]["messages"][-1]["content"][0]
-    assert result["type"] == "tool_result", bodies[1]
-    assert json.loads(result["content"]) == {"answer": 42}, result
+    TRANSFERS.clear()
+    tool_server, tool_port = await serve_tools([transfer])
+    try:
+        async with FakeAnthropic(api_key="test-key") as fake:
+            fake.script(_claude)
+            await _run_client_tests(npm, database_url, tmp_path, fake, tool_port)
+    finally:
+        await tool_server.stop(None)
+    # What the TS client submitted reached the model and the tool server: the
+    # client tool's result, and one transfer (approved; the denied one never ran).
+    results = [
+        r.body["messages"][-1]["content"][0]
+        for r in fake.requests
+        if r.path.split("?")[0] == "/v1/messages"
+        and isinstance(r.body["messages"][-1]["content"], list)
+    ]
+    outputs = [b.get("content") for b in results if b.get("type") == "tool_result"]
+    assert '{"answer": 42}' in outputs, outputs
+    assert TRANSFERS == [5]
 
 
 async def _run_client_tests(
-    npm: str, database_url: str, tmp_path: Path, fake: FakeAnthropic
+    npm: str, database_url: str, tmp_path: Path, fake: FakeAnthropic, tool_port: int
 ) -> None:
     server = Processes(tmp_path, database_url, chunk_delay=0.02)
     # A short grace: SIGTERM hands the streaming run back instead of finishing it.
     server.config.write_text(
         "[runner]\nlease_seconds = 1.0\ngrace_seconds = 0.5\n\n[offline]\nchunk_delay = 0.02\n"
     )
-    secure = _secure_server(tmp_path / "secure")
+    secure = _secure_server(tmp_path / "secure", tool_port)
     secure.env.update(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.base_url)
     control = tmp_path / "control"
     control.mkdir()

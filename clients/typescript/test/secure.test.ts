@@ -49,6 +49,14 @@ async function sendPatiently(thread: ThreadRef, text: string): Promise<RunRef> {
   }
 }
 
+/** The first pending action the run streams (a waiting run's stream stays open: stop there). */
+async function pendingAction(run: RunRef): Promise<PendingAction> {
+  for await (const event of run.stream()) {
+    if (event.event.case === "pendingAction") return event.event.value;
+  }
+  assert.fail("the run ended without a pending action");
+}
+
 async function failure(call: () => Promise<unknown>): Promise<unknown> {
   return call().then(
     () => assert.fail("the call succeeded"),
@@ -110,14 +118,7 @@ describe(
       try {
         const thread = await c.createThread({ agent: "tooling" });
         const run = await sendPatiently(thread, "what is the meaning?");
-        let action: PendingAction | undefined;
-        for await (const event of run.stream()) {
-          if (event.event.case === "pendingAction") {
-            action = event.event.value;
-            break; // a waiting run's stream stays open
-          }
-        }
-        assert.ok(action, "no pending action was streamed");
+        const action = await pendingAction(run);
         assert.equal(action.kind, PendingActionKind.CLIENT_TOOL);
         assert.equal(action.toolName, "lookup");
         assert.deepEqual(toJson(ValueSchema, action.input!), { q: "meaning" });
@@ -136,12 +137,34 @@ describe(
         assert.ok(other instanceof FailedPreconditionError, String(other));
         assert.equal(other.reason, "PENDING_ACTION_NOT_OPEN");
 
-        assert.equal(await run.text(), "The answer is 42.");
+        assert.equal(await run.text(), 'Result: {"answer": 42}');
         assert.equal((await run.wait()).status, RunStatus.COMPLETED);
       } finally {
         c.close();
       }
     });
+
+    for (const approved of [true, false]) {
+      test(`an approval-gated tool runs only when ${approved ? "approved" : "denied: it does not"}`, async () => {
+        const c = client();
+        try {
+          const thread = await c.createThread({ agent: "tooling" });
+          const run = await sendPatiently(thread, "transfer please");
+          const action = await pendingAction(run);
+          assert.equal(action.kind, PendingActionKind.APPROVAL);
+          assert.equal(action.toolName, "transfer");
+          assert.deepEqual(toJson(ValueSchema, action.input!), { amount: 5 });
+          if (approved) await run.approve(action.id, { reason: "fine" });
+          else await run.deny(action.id, { reason: "not today" });
+          assert.equal((await run.wait()).status, RunStatus.COMPLETED);
+          const text = await run.text();
+          if (approved) assert.equal(text, 'Result: {"moved": 5}');
+          else assert.ok(text.startsWith("Result: ") && !text.includes("moved"), text);
+        } finally {
+          c.close();
+        }
+      });
+    }
 
     test("a rate-limited Send is not retried; it carries RetryInfo, after which a Send succeeds", async () => {
       const c = client();
