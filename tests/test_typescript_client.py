@@ -22,6 +22,7 @@ import asyncio
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -50,7 +51,7 @@ pytestmark = pytest.mark.slow
 
 def _missing(message: str) -> NoReturn:
     """Fail in CI, skip loudly elsewhere."""
-    message = f"{message}: the TypeScript client tests need Node.js >= 20 and npm"
+    message = f"{message}: the TypeScript client tests need Node.js >= 20.10 and npm"
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(f"SKIPPED, NOT TESTED: {message}")
@@ -68,8 +69,8 @@ def npm() -> str:
     """`npm`, with the client's dependencies installed exactly as package-lock.json pins them."""
     node = _require("node")
     version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30)
-    major = version.stdout.strip().lstrip("v").split(".")[0]
-    if not major.isdigit() or int(major) < 20:
+    found = tuple(int(n) for n in re.findall(r"\d+", version.stdout)[:2])
+    if found < (20, 10):  # `node --import` and `--test-concurrency`
         _missing(f"node {version.stdout.strip()} is too old")
     npm = _require("npm")
     lock = hashlib.sha256((CLIENT / "package-lock.json").read_bytes()).hexdigest()
