@@ -1,17 +1,19 @@
 """The TypeScript client (clients/typescript) against a real `pai-grpc serve`.
 
-Its own tests (node:test, in clients/typescript/test) need a server: this
+Its own tests (node:test, in clients/typescript/test) need servers: this
 module installs the client's pinned dependencies (`npm ci`, skipped while
-node_modules matches package-lock.json), starts `pai-grpc serve`, and runs
-`npm test` with PAI_ADDRESS pointing at it. A second server requires mutual
-TLS and a bearer token and limits Sends (PAI_SECURE_*: its address, token and
-PEM files) for the token, TLS and RetryInfo tests; its "tooling" agent asks a
-fake Claude that calls a client tool and an approval-gated tool of a tool
-server, for the tool result, approve and deny tests. For the restart test the TS side
-writes ``kill`` (or ``term``) into PAI_CONTROL_DIR mid-stream; this side then
-stops the server with SIGKILL (or SIGTERM, a drain) and starts a new one on the
-same address, and the TS test checks its stream resumed to exactly the durable
-log.
+node_modules matches package-lock.json), starts `pai-grpc serve` processes and
+runs `npm test` with their addresses in the environment:
+
+- PAI_ADDRESS: a plaintext dev-mode server. For the restart tests the TS side
+  writes ``kill`` (or ``term``) into PAI_CONTROL_DIR mid-stream; this side then
+  stops the server with SIGKILL (or SIGTERM, a drain) and starts a new one on
+  the same address, and the TS test checks its stream resumed to exactly the
+  durable log.
+- PAI_SECURE_*: a server requiring mutual TLS and a bearer token, with a low
+  Send rate (token, TLS and RetryInfo tests). Its "tooling" agent asks a fake
+  Claude that calls a client tool and an approval-gated tool of a tool server
+  hosted here (tool result, approve and deny tests).
 
 Without node/npm these tests FAIL in CI (env CI set) and skip loudly elsewhere.
 """
@@ -57,10 +59,10 @@ def _missing(message: str) -> NoReturn:
     pytest.skip(f"SKIPPED, NOT TESTED: {message}")
 
 
-def _require(tool: str) -> str:
-    path = shutil.which(tool)
+def _require(program: str) -> str:
+    path = shutil.which(program)
     if path is None:
-        _missing(f"{tool} is not installed")
+        _missing(f"{program} is not installed")
     return path
 
 
@@ -227,6 +229,7 @@ async def _run_client_tests(
     control = tmp_path / "control"
     control.mkdir()
     output = tmp_path / "npm-test.log"
+    tests: asyncio.subprocess.Process | None = None
     try:
         server.migrate()
         secure.migrate()
@@ -246,8 +249,15 @@ async def _run_client_tests(
             "PAI_SECURE_KEY": str(pem / "client.key"),
         }
         with output.open("wb") as log:
+            # Its own session: a failed or timed-out test can stop npm and its node children.
             tests = await asyncio.create_subprocess_exec(
-                npm, "test", cwd=CLIENT, env=env, stdout=log, stderr=subprocess.STDOUT
+                npm,
+                "test",
+                cwd=CLIENT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         current, restarts = first, []
         waiting = asyncio.ensure_future(tests.wait())
@@ -258,7 +268,10 @@ async def _run_client_tests(
                 # Mid-stream, as the TS test asked: SIGKILL (no goodbye) or SIGTERM
                 # (a drain), then a new server on the same address.
                 current.send_signal(signal.SIGKILL if how == "kill" else signal.SIGTERM)
-                current.wait(timeout=60)
+                deadline = time.monotonic() + 60
+                while current.poll() is None:
+                    assert time.monotonic() < deadline, f"the server did not stop on {how}"
+                    await asyncio.sleep(0.02)
                 restarts.append(how)
                 current = server.serve(name=f"server-{len(restarts)}")
             await asyncio.wait({waiting}, timeout=0.02)
@@ -269,5 +282,8 @@ async def _run_client_tests(
         assert "# fail 0" in report, report
         assert "# skipped 0" in report, report
     finally:
+        if tests is not None and tests.returncode is None:
+            os.killpg(tests.pid, signal.SIGKILL)
+            await tests.wait()
         server.stop_all()
         secure.stop_all()
