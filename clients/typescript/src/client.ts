@@ -11,14 +11,7 @@
 import { randomUUID } from "node:crypto";
 import { type JsonObject, type JsonValue, type MessageInitShape, fromJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
-import {
-  type CallOptions,
-  type Client,
-  Code,
-  ConnectError,
-  type Interceptor,
-  createClient,
-} from "@connectrpc/connect";
+import { type CallOptions, type Client, type Interceptor, createClient } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 import {
   type PendingAction,
@@ -37,6 +30,7 @@ import {
 } from "./gen/pai/v1/thread_service_pb.js";
 import type { MessagePartSchema } from "./gen/pai/v1/parts_pb.js";
 import { type PaiError, toPaiError } from "./errors.js";
+import { resuming } from "./resume.js";
 import { DEFAULT_RETRY, type RetryPolicy, backoffMs, isTransient, sleep } from "./retry.js";
 
 /** Certificates for a TLS (or, with cert and key, mutual TLS) channel, PEM encoded. */
@@ -285,36 +279,26 @@ export class ThreadRef {
    * delivered; only consecutive failures without a change count against
    * `retry.maxAttempts`.
    */
-  async *watch(options: WatchOptions = {}): AsyncGenerator<WatchThreadResponse, void, undefined> {
-    const policy = this.client.retry;
+  watch(options: WatchOptions = {}): AsyncGenerator<WatchThreadResponse, void, undefined> {
     let version = BigInt(options.afterVersion ?? 0);
-    let failures = 0;
-    for (;;) {
-      let failure: PaiError;
-      try {
-        const changes = this.client.threads.watchThread(
+    return resuming<WatchThreadResponse>({
+      policy: this.client.retry,
+      signal: options.signal,
+      open: () =>
+        this.client.threads.watchThread(
           { threadId: this.id, afterVersion: version },
           { signal: options.signal },
-        );
-        for await (const change of changes) {
-          const seen = change.thread?.version ?? 0n;
-          if (seen > version) version = seen;
-          failures = 0;
-          yield change;
-          if (change.change === ThreadChange.DELETED) return;
-        }
-        failure = toPaiError(
-          new ConnectError("the thread's watch ended before the thread was deleted", Code.Unavailable),
-        );
-      } catch (e) {
-        failure = toPaiError(e);
-        if (options.signal?.aborted || !isTransient(failure)) throw failure;
-      }
-      failures++;
-      if (failures >= policy.maxAttempts) throw failure;
-      options.onReconnect?.(failure, failures, version);
-      await sleep(backoffMs(policy, failures - 1, failure), options.signal);
-    }
+        ),
+      advance: (change) => {
+        const seen = change.thread?.version ?? 0n;
+        if (seen > version) version = seen;
+        return true;
+      },
+      isLast: (change) => change.change === ThreadChange.DELETED,
+      doneAfterCleanEnd: async () => false, // a watch only ends with the thread
+      endedEarly: "the thread's watch ended before the thread was deleted",
+      onReconnect: (err, failures) => options.onReconnect?.(err, failures, version),
+    });
   }
 
   /** The transcript, oldest first (every page). */
@@ -365,39 +349,29 @@ export class RunRef {
    * without an event count against `retry.maxAttempts`; past it the last
    * error is thrown. An answer from the server (NOT_FOUND, ...) is never retried.
    */
-  async *stream(options: StreamOptions = {}): AsyncGenerator<RunEvent, void, undefined> {
-    const policy = this.client.retry;
+  stream(options: StreamOptions = {}): AsyncGenerator<RunEvent, void, undefined> {
     let cursor = BigInt(options.afterSeq ?? 0);
-    let failures = 0;
-    for (;;) {
-      let failure: PaiError;
-      try {
-        const events = this.client.runs.streamRun(
-          { runId: this.id, afterSeq: cursor },
-          { signal: options.signal },
-        );
-        for await (const response of events) {
-          const event = response.event;
-          if (!event || event.seq <= cursor) continue; // never hand out an event twice
-          cursor = event.seq;
-          failures = 0;
-          yield event;
-          if (event.event.case === "status" && isTerminal(event.event.value.status)) return;
-        }
-        // Ended cleanly without a terminal status: a cursor already at the end
-        // of a finished run, or a server that went away between messages.
-        if (isTerminal((await this.get(options)).run.status)) return;
-        failure = toPaiError(
-          new ConnectError("the run's stream ended before the run was terminal", Code.Unavailable),
-        );
-      } catch (e) {
-        failure = toPaiError(e);
-        if (options.signal?.aborted || !isTransient(failure)) throw failure;
-      }
-      failures++;
-      if (failures >= policy.maxAttempts) throw failure;
-      options.onReconnect?.(failure, failures, cursor);
-      await sleep(backoffMs(policy, failures - 1, failure), options.signal);
+    return resuming<RunEvent>({
+      policy: this.client.retry,
+      signal: options.signal,
+      open: () => this.events(cursor, options.signal),
+      advance: (event) => {
+        if (event.seq <= cursor) return false;
+        cursor = event.seq;
+        return true;
+      },
+      isLast: (event) => event.event.case === "status" && isTerminal(event.event.value.status),
+      // A cursor already at the end of a finished run, or a server that went
+      // away between messages: only the run's status tells.
+      doneAfterCleanEnd: async () => isTerminal((await this.get(options)).run.status),
+      endedEarly: "the run's stream ended before the run was terminal",
+      onReconnect: (err, failures) => options.onReconnect?.(err, failures, cursor),
+    });
+  }
+
+  private async *events(afterSeq: bigint, signal?: AbortSignal): AsyncGenerator<RunEvent> {
+    for await (const response of this.client.runs.streamRun({ runId: this.id, afterSeq }, { signal })) {
+      if (response.event) yield response.event;
     }
   }
 
