@@ -124,6 +124,8 @@ export class PaiClient {
   readonly retry: RetryPolicy;
   private readonly timeoutMs: number;
   private readonly sessions: Http2SessionManager;
+  /** Aborted by {@link close}: ends every call, stream and back-off still running. */
+  private readonly lifetime = new AbortController();
 
   constructor(options: PaiClientOptions) {
     const tls = options.tls === true ? {} : options.tls || undefined;
@@ -180,9 +182,18 @@ export class PaiClient {
     return new RunRef(this, id);
   }
 
-  /** Closes the HTTP/2 connection; calls still in flight fail. */
+  /** Closes the HTTP/2 connection; calls and streams still running fail with CANCELLED. */
   close(): void {
+    this.lifetime.abort(new DOMException("the client is closed", "AbortError"));
     this.sessions.abort();
+  }
+
+  /**
+   * The signal a call runs under: the caller's, and the client's lifetime.
+   * @internal
+   */
+  signal(caller?: AbortSignal): AbortSignal {
+    return caller ? AbortSignal.any([caller, this.lifetime.signal]) : this.lifetime.signal;
   }
 
   /**
@@ -192,15 +203,14 @@ export class PaiClient {
    * @internal
    */
   async call<T>(fn: (opts: CallOptions) => Promise<T>, control: CallControl = {}): Promise<T> {
+    const signal = this.signal(control.signal);
     for (let attempt = 1; ; attempt++) {
       try {
-        return await fn({ signal: control.signal, timeoutMs: this.timeoutMs });
+        return await fn({ signal, timeoutMs: this.timeoutMs });
       } catch (e) {
         const err = toPaiError(e);
-        if (control.signal?.aborted || !isTransient(err) || attempt >= this.retry.maxAttempts) {
-          throw err;
-        }
-        await sleep(backoffMs(this.retry, attempt - 1, err), control.signal);
+        if (signal.aborted || !isTransient(err) || attempt >= this.retry.maxAttempts) throw err;
+        await sleep(backoffMs(this.retry, attempt - 1, err), signal);
       }
     }
   }
@@ -281,14 +291,12 @@ export class ThreadRef {
    */
   watch(options: WatchOptions = {}): AsyncGenerator<WatchThreadResponse, void, undefined> {
     let version = BigInt(options.afterVersion ?? 0);
+    const signal = this.client.signal(options.signal);
     return resuming<WatchThreadResponse>({
       policy: this.client.retry,
-      signal: options.signal,
+      signal,
       open: () =>
-        this.client.threads.watchThread(
-          { threadId: this.id, afterVersion: version },
-          { signal: options.signal },
-        ),
+        this.client.threads.watchThread({ threadId: this.id, afterVersion: version }, { signal }),
       advance: (change) => {
         const seen = change.thread?.version ?? 0n;
         if (seen > version) version = seen;
@@ -351,10 +359,11 @@ export class RunRef {
    */
   stream(options: StreamOptions = {}): AsyncGenerator<RunEvent, void, undefined> {
     let cursor = BigInt(options.afterSeq ?? 0);
+    const signal = this.client.signal(options.signal);
     return resuming<RunEvent>({
       policy: this.client.retry,
-      signal: options.signal,
-      open: () => this.events(cursor, options.signal),
+      signal,
+      open: () => this.events(cursor, signal),
       advance: (event) => {
         if (event.seq <= cursor) return false;
         cursor = event.seq;
@@ -369,7 +378,7 @@ export class RunRef {
     });
   }
 
-  private async *events(afterSeq: bigint, signal?: AbortSignal): AsyncGenerator<RunEvent> {
+  private async *events(afterSeq: bigint, signal: AbortSignal): AsyncGenerator<RunEvent> {
     for await (const response of this.client.runs.streamRun({ runId: this.id, afterSeq }, { signal })) {
       if (response.event) yield response.event;
     }

@@ -10,7 +10,7 @@
  * status from the server.
  */
 import { Code } from "@connectrpc/connect";
-import type { PaiError } from "./errors.js";
+import { type PaiError, toPaiError } from "./errors.js";
 
 /** How often and how patiently a failed call is tried again. */
 export interface RetryPolicy {
@@ -72,16 +72,19 @@ export function backoffMs(policy: RetryPolicy, retry: number, err?: PaiError): n
   return Math.max(wait, err?.retryDelayMs ?? 0);
 }
 
-/** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */
+/**
+ * Resolves after `ms`, or rejects when the signal aborts first, with the
+ * signal's reason as a PaiError (CANCELLED for an AbortError, the default).
+ */
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {
-      reject(signal.reason);
+      reject(toPaiError(signal.reason));
       return;
     }
     const onAbort = (): void => {
       clearTimeout(timer);
-      reject(signal?.reason);
+      reject(toPaiError(signal?.reason));
     };
     const timer = setTimeout(() => {
       signal?.removeEventListener("abort", onAbort);

@@ -4,6 +4,7 @@ import { after, before, describe, test } from "node:test";
 import { isMessage } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import {
+  CancelledError,
   InvalidArgumentError,
   NotFoundError,
   PaiClient,
@@ -143,6 +144,42 @@ describe("PaiClient", () => {
     assert.ok(last?.event.case === "status");
     assert.equal(last.event.value.status, RunStatus.CANCELLED);
     assert.equal((await run.wait()).status, RunStatus.CANCELLED);
+  });
+
+  test("close() ends a running stream at once, without reconnecting", async () => {
+    const own = connect();
+    const thread = await own.createThread();
+    const run = await thread.send(longText(2000));
+    const reconnects: number[] = [];
+    const events = run.stream({ onReconnect: (_e, n) => reconnects.push(n) })[Symbol.asyncIterator]();
+    assert.ok(!(await events.next()).done);
+    own.close();
+    const err = await (async () => {
+      for (let r = await events.next(); !r.done; r = await events.next()) {
+        // Events already received may still arrive.
+      }
+    })().then(
+      () => assert.fail("the stream ended normally after close()"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof CancelledError, String(err));
+    assert.deepEqual(reconnects, []);
+    const stopped = await client.run(run.id).cancel("test over");
+    assert.ok([RunStatus.CANCELLED, RunStatus.RUNNING].includes(stopped.status));
+  });
+
+  test("a caller's AbortSignal stops a stream as CANCELLED", async () => {
+    const thread = await client.createThread();
+    const run = await thread.send(longText(2000));
+    const stop = new AbortController();
+    const err = await (async () => {
+      for await (const _ of run.stream({ signal: stop.signal })) stop.abort();
+    })().then(
+      () => assert.fail("the stream ended normally after abort()"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof CancelledError, String(err));
+    await run.cancel("test over");
   });
 
   test("errors are typed and carry the ErrorInfo reason", async () => {

@@ -24,13 +24,13 @@ const skip = control ? false : "needs PAI_CONTROL_DIR: run through tests/test_ty
 async function streamAcrossRestart(how: "kill" | "term"): Promise<{ record: Run; log: RunEvent[] }> {
   // A budget that outlasts a server start on a loaded machine.
   const client = connect({ retry: { maxAttempts: 60, initialDelayMs: 50, maxDelayMs: 1000 } });
+  const stopWatching = new AbortController();
   try {
     const thread = await client.createThread();
     const words = longText(200);
     // A watcher of the thread head rides through the same restart.
     const watched: WatchThreadResponse[] = [];
     const watchReconnects: number[] = [];
-    const stopWatching = new AbortController();
     const watching = (async () => {
       const changes = thread.watch({
         signal: stopWatching.signal,
@@ -100,6 +100,7 @@ async function streamAcrossRestart(how: "kill" | "term"): Promise<{ record: Run;
     assert.ok(versions.at(-1)! >= head.version, `the watch stopped at ${versions.at(-1)} < ${head.version}`);
     return { record, log };
   } finally {
+    stopWatching.abort();
     client.close();
   }
 }
