@@ -14,9 +14,9 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def client_examples() -> list[str]:
-    """The Python blocks of the README's "A Python client" section, in order."""
+    """The Python blocks of the README's "Clients" section, in order."""
     text = README.read_text()
-    section = text.split("## A Python client", 1)[1].split("\n## ", 1)[0]
+    section = text.split("\n## Clients\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```python\n(.*?)```", section, flags=re.S)
 
 
