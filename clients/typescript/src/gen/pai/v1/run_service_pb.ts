@@ -362,6 +362,15 @@ export const RunService: GenService<{
    * next: it means "discard the partial step streamed since the last
    * committed message".
    *
+   * Compaction: some time after a run is terminal (`[retention]
+   * events_after_terminal`), its text, reasoning and tool-input deltas are
+   * removed from the log. Streaming such a run (from 0 or from any
+   * `after_seq`) still delivers every status event, committed message,
+   * pending action and other chunk, and a `compacted` event
+   * (CompactedEvents) in place of each removed stretch, carrying the stretch's
+   * last seq; never a gap it does not explain and never an error. The
+   * committed messages hold the text the deltas spelled out.
+   *
    * @generated from rpc pai.v1.RunService.StreamRun
    */
   streamRun: {
