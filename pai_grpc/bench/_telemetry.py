@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -21,6 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pai_grpc.bench._common import Report, Result
 from pai_grpc.bench._runs import CLIENTS, _app, _drop, _load
 from pai_grpc.telemetry import Telemetry
+from pai_grpc.telemetry import meter_provider as service_meter_provider
 
 SECONDS = 4.0
 ROUNDS = 2
@@ -48,7 +48,7 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
         exporter = InMemorySpanExporter()
         tracer_provider = TracerProvider()
         tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
-        meter_provider = MeterProvider(metric_readers=[reader])
+        meter_provider = service_meter_provider([reader])  # as the service builds it
         try:
             on.append(
                 await _runs_per_second(backend, workdir, Telemetry(tracer_provider, meter_provider))

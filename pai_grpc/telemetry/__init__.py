@@ -22,7 +22,7 @@ from pai_grpc.telemetry._metrics import (
     metrics_for,
 )
 from pai_grpc.telemetry._rpc_metrics import rpc_interceptors
-from pai_grpc.telemetry._setup import start_metrics
+from pai_grpc.telemetry._setup import meter_provider, start_metrics
 from pai_grpc.telemetry._tracing import tracer_provider_from_settings
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "Telemetry",
     "bounded_reason",
     "current_run",
+    "meter_provider",
     "metrics_for",
     "rpc_interceptors",
     "setup_logging",

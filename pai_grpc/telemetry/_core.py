@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from opentelemetry import metrics, trace
 
@@ -23,9 +24,13 @@ class Telemetry:
         return cls(trace.NoOpTracerProvider(), metrics.NoOpMeterProvider())
 
     def tracer(self) -> trace.Tracer:
-        """The service's tracer."""
-        return self.tracer_provider.get_tracer(INSTRUMENTATION_NAME)
+        """The service's tracer (one per container: the SDK builds a new one per call)."""
+        return self._tracer
 
     def meter(self) -> metrics.Meter:
         """The service's meter."""
         return self.meter_provider.get_meter(INSTRUMENTATION_NAME)
+
+    @cached_property
+    def _tracer(self) -> trace.Tracer:
+        return self.tracer_provider.get_tracer(INSTRUMENTATION_NAME)

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from threading import Thread
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from opentelemetry import metrics
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 
@@ -100,5 +101,19 @@ def start_metrics(
         return MetricsExport(metrics.NoOpMeterProvider())
     # OTEL_SERVICE_NAME, when set, names the service instead.
     named = {} if os.environ.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: service_name}
-    provider = MeterProvider(metric_readers=readers, resource=Resource.create(named))
+    provider = meter_provider(readers, resource=Resource.create(named))
     return MetricsExport(provider, bound, server, thread, readers)
+
+
+def meter_provider(
+    readers: Sequence[MetricReader], *, resource: Resource | None = None
+) -> MeterProvider:
+    """The SDK meter provider the service exports through.
+
+    Exemplars are off unless ``OTEL_METRICS_EXEMPLAR_FILTER`` asks for them:
+    the trace-based default samples one on every measurement made inside a
+    span (nearly all of ours), which costs more than the measurement itself,
+    and the Prometheus text format does not carry them.
+    """
+    chosen = None if os.environ.get("OTEL_METRICS_EXEMPLAR_FILTER") else AlwaysOffExemplarFilter()
+    return MeterProvider(metric_readers=readers, resource=resource, exemplar_filter=chosen)
