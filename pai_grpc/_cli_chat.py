@@ -30,6 +30,7 @@ from pai_grpc.domain import (
     DataPart,
     ErrorChunk,
     FilePart,
+    HookCallEvent,
     PendingAction,
     PendingActionEvent,
     ReasoningPart,
@@ -160,6 +161,8 @@ def _shows_something(event: RunEvent) -> bool:
     payload = event.payload
     if isinstance(payload, ChunkEvent):
         return not isinstance(payload.chunk, _FRAMING)
+    if isinstance(payload, HookCallEvent):
+        return False  # the chat prints nothing for a hook call: the spinner keeps turning
     return not isinstance(payload, StatusEvent) or payload.status != "running"
 
 

@@ -358,6 +358,10 @@ async def test_console_in_a_browser(
     assert ["tool error", rejected] in [[k, t.split(" (")[0]] for k, t in seen["timeline"]], seen[
         "timeline"
     ]
+    # Each remote hook call is on the timeline with its decision (and its latency).
+    hooks = [t.split(" (")[0] for k, t in seen["timeline"] if k == "hook"]
+    assert "hook before_tool_call policy → reject" in hooks, seen["timeline"]
+    assert "hook before_tool_call policy → none" in hooks, seen["timeline"]  # a plain continue
     assert (tmp_path / "screenshots" / "05-timeline.png").stat().st_size > 0
 
 

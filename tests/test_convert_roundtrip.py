@@ -28,6 +28,7 @@ from pai_grpc.domain import (
     FinishChunk,
     FinishReason,
     FinishStepChunk,
+    HookCallEvent,
     HookFailure,
     LifecycleMessage,
     Message,
@@ -412,6 +413,19 @@ EVENT_ARMS: dict[str, tuple[type[Any], st.SearchStrategy[Any]]] = {
     "compacted": (
         CompactedEvent,
         st.builds(CompactedEvent, first_seq=INT64, last_seq=INT64, removed_events=INT64),
+    ),
+    "hook_call": (
+        HookCallEvent,
+        st.builds(
+            HookCallEvent,
+            phase=text,
+            hook=text,
+            outcome=st.sampled_from(["ok", "error", "failed_open", "timeout"]),
+            decision=text,
+            duration_ms=st.floats(allow_nan=False, allow_infinity=False),
+            step=opt(st.integers(-(2**31), 2**31 - 1)),
+            reason=opt(text),
+        ),
     ),
 }
 run_events = st.builds(

@@ -21,6 +21,7 @@ from pai.v1 import parts_pb2, run_service_pb2, runs_pb2
 from pai.v1 import thread_service_pb2 as tpb
 from pai_grpc._config_retention import RetentionTable
 from pai_grpc.config import ConfigFile, Settings
+from pai_grpc.lifecycle import AfterStepInput, AgentLifecycle, PrepareModelStepInput
 from pai_grpc.models import OfflineModel
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.server import RunnerProcess
@@ -116,6 +117,36 @@ async def test_stream_of_a_compacted_run_from_zero_and_from_inside_a_stretch(
         explained(original, resumed, middle)
         # From the very end: nothing more, no error.
         assert await stream(srv, run_id, after=original[-1].seq) == []
+
+
+class _Note(AgentLifecycle):
+    """A hook whose calls put hook_call events in the log between the deltas."""
+
+    name = "note"
+
+    async def prepare_model_step(self, input: PrepareModelStepInput) -> Any:
+        return None
+
+    async def after_step(self, input: AfterStepInput) -> Any:
+        return None
+
+
+async def test_compaction_keeps_every_hook_call_event(database_url: str) -> None:
+    model = OfflineModel(chunk_delay=0)
+    agents = AgentRegistry([Agent(name=DEFAULT_AGENT, model=model, lifecycle=_Note())])
+    async with serve_in_process(database_url, agents=agents, **MANUAL) as srv:
+        _, run_id = await send(srv, words(20))
+        original = await stream(srv, run_id)
+        hooks = [e for e in original if e.WhichOneof("event") == "hook_call"]
+        assert [(e.hook_call.phase, e.hook_call.hook) for e in hooks] == [
+            ("prepare_model_step", "note"),
+            ("after_step", "note"),
+        ]
+        report = await srv.store.sweep(COMPACT_NOW)
+        assert report.compacted_runs == 1
+        compacted = await stream(srv, run_id)
+        explained(original, compacted, 0)
+        assert [e for e in compacted if e.WhichOneof("event") == "hook_call"] == hooks
 
 
 async def test_a_reader_mid_stream_across_a_compaction_sees_a_consistent_sequence(

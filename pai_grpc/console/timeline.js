@@ -1,10 +1,10 @@
 // A run's timeline, derived from its events (StreamRun) and its record (GetRun).
 //
-// The runtime keeps no per-run record of hook calls that succeed, nor of model
-// call latency: steps are timed from start_step to finish_step, tool calls from
-// tool_call to their result, and hooks appear through what they decide (a tool
-// call rejected or skipped, an approval requested, a run blocked or failed with
-// the hook's reason) and through the run's hook failures (plugin, phase, reason).
+// Every lifecycle hook call of the run is a hook_call event (phase, hook, the
+// kind of decision it returned, its latency, its failure if any). The runtime
+// keeps no record of model call latency: steps are timed from start_step to
+// finish_step, tool calls from tool_call to their result. The run's hook
+// failures (plugin, phase, reason, count) close the list.
 
 const short = (s) => (s || "").replace(/^(RUN_STATUS|RUN_OUTCOME|PENDING_ACTION_KIND|FINISH_REASON)_/, "").toLowerCase();
 const ms = (a, b) => (a && b ? `${Math.max(0, Date.parse(b) - Date.parse(a))} ms` : "");
@@ -15,6 +15,16 @@ function usage(u) {
   if (u.inputTokens !== undefined) parts.push(`in ${u.inputTokens}`);
   if (u.outputTokens !== undefined) parts.push(`out ${u.outputTokens}`);
   return parts.length ? `tokens ${parts.join(", ")}` : "";
+}
+
+/** One hook call: "after_step guard → complete (1.2 ms, step 1)"; failures say why. */
+function hookEntry(h) {
+  const outcome = h.outcome || "ok";
+  const failed = outcome !== "ok";
+  const what = failed ? `${outcome}${h.reason ? `: ${h.reason}` : ""}` : h.decision || "none";
+  const took = `${Number(h.durationMs || 0).toFixed(1)} ms`;
+  const step = h.step !== undefined ? `, step ${Number(h.step) + 1}` : "";
+  return { kind: "hook", text: `${h.phase} ${h.hook} → ${what} (${took}${step})`, failed };
 }
 
 /** [{kind, text, failed}] in order of the events, then the run's hook failures. */
@@ -67,6 +77,8 @@ export function timelineEntries(events, run) {
     } else if (event.pendingAction) {
       const a = event.pendingAction;
       out.push({ kind: "pending action", text: `${short(a.kind)} ${a.toolName || ""}`.trim() });
+    } else if (event.hookCall) {
+      out.push(hookEntry(event.hookCall));
     } else if (event.message) {
       out.push({ kind: "message", text: `${(event.message.role || "").replace("MESSAGE_ROLE_", "").toLowerCase()} message committed` });
     }

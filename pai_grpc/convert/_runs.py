@@ -10,7 +10,7 @@ unset; ``Run.execution`` is required.
 
 from __future__ import annotations
 
-from typing import assert_never
+from typing import assert_never, get_args
 
 from pai.v1 import run_service_pb2, runs_pb2
 from pai_grpc.convert._chunks import (
@@ -38,6 +38,8 @@ from pai_grpc.convert._threads import message_from_proto, message_to_proto
 from pai_grpc.domain import (
     ChunkEvent,
     CompactedEvent,
+    HookCallEvent,
+    HookCallOutcome,
     HookFailure,
     MessageEvent,
     PendingAction,
@@ -424,6 +426,35 @@ def _status_event_from_proto(pb: runs_pb2.RunStatusEvent) -> StatusEvent:
     )
 
 
+def _hook_call_to_proto(event: HookCallEvent) -> runs_pb2.HookCallEvent:
+    return runs_pb2.HookCallEvent(
+        phase=event.phase,
+        hook=event.hook,
+        outcome=event.outcome,
+        decision=event.decision,
+        duration_ms=event.duration_ms,
+        step=event.step,
+        reason=event.reason,
+    )
+
+
+def _hook_call_from_proto(pb: runs_pb2.HookCallEvent) -> HookCallEvent:
+    if pb.outcome not in _HOOK_CALL_OUTCOMES:
+        raise ValueError(f"HookCallEvent.outcome: unknown outcome {pb.outcome!r}")
+    return HookCallEvent(
+        phase=pb.phase,
+        hook=pb.hook,
+        outcome=pb.outcome,  # checked above
+        decision=pb.decision,
+        duration_ms=pb.duration_ms,
+        step=pb.step if pb.HasField("step") else None,
+        reason=pb.reason if pb.HasField("reason") else None,
+    )
+
+
+_HOOK_CALL_OUTCOMES = frozenset(get_args(HookCallOutcome))
+
+
 def run_event_to_proto(event: RunEvent) -> runs_pb2.RunEvent:
     """Convert a domain run event to ``pai.v1.RunEvent``.
 
@@ -449,6 +480,8 @@ def run_event_to_proto(event: RunEvent) -> runs_pb2.RunEvent:
                 removed_events=payload.removed_events,
             )
             return runs_pb2.RunEvent(seq=seq, time=time, compacted=compacted)
+        case HookCallEvent():
+            return runs_pb2.RunEvent(seq=seq, time=time, hook_call=_hook_call_to_proto(payload))
         case _:
             assert_never(payload)
 
@@ -468,6 +501,8 @@ def _payload_from_proto(pb: runs_pb2.RunEvent) -> RunEventPayload:
             return CompactedEvent(
                 first_seq=c.first_seq, last_seq=c.last_seq, removed_events=c.removed_events
             )
+        case "hook_call":
+            return _hook_call_from_proto(pb.hook_call)
         case _:
             raise unknown_oneof(pb, "event", arm)
 

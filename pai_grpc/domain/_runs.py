@@ -141,8 +141,30 @@ class CompactedEvent(DomainModel):
     removed_events: int
 
 
+#: What a hook call came to (see :class:`HookCallEvent`).
+HookCallOutcome: TypeAlias = Literal["ok", "error", "failed_open", "timeout"]
+
+
+class HookCallEvent(DomainModel):
+    """One lifecycle hook call of a run's execution, for the run's timeline.
+
+    ``decision`` names the kind of decision returned (``none``, ``continue``,
+    ``next_step``, ``skip``, ...; ``result`` for middleware phases), never its
+    content; it is empty when the call failed.
+    """
+
+    kind: Literal["hook_call"] = "hook_call"
+    phase: str
+    hook: str
+    outcome: HookCallOutcome
+    decision: str = ""
+    duration_ms: float = 0.0
+    step: int | None = None
+    reason: str | None = None
+
+
 RunEventPayload: TypeAlias = Annotated[
-    ChunkEvent | StatusEvent | MessageEvent | PendingActionEvent | CompactedEvent,
+    ChunkEvent | StatusEvent | MessageEvent | PendingActionEvent | CompactedEvent | HookCallEvent,
     Field(discriminator="kind"),
 ]
 

@@ -41,6 +41,7 @@ from pai_grpc.lifecycle._decisions import (
     Skip,
 )
 from pai_grpc.lifecycle._errors import HookError, InvalidDecision
+from pai_grpc.lifecycle._hook_calls import observe_hook_call, step_index
 from pai_grpc.lifecycle._inputs import (
     AfterStepInput,
     AfterToolResultInput,
@@ -118,7 +119,7 @@ class ComposedLifecycle(AgentLifecycle):
         """Left to right; patches accumulate; the first respond/complete/fail ends it."""
         patches: list[RunPatch] = []
         for name, part in self._with("prepare_run"):
-            decision = await _call(name, "prepare_run", part.prepare_run(input))
+            decision = await _call(name, "prepare_run", part.prepare_run(input), input)
             match decision:
                 case None:
                     continue
@@ -161,7 +162,7 @@ class ComposedLifecycle(AgentLifecycle):
                 return list(memo[0])
 
             result = await _call(
-                name, "resolve_model_context", part.resolve_model_context(input, nxt)
+                name, "resolve_model_context", part.resolve_model_context(input, nxt), input
             )
             if not isinstance(result, list):
                 raise InvalidDecision(name, "resolve_model_context", "expected a list of messages")
@@ -213,7 +214,9 @@ class ComposedLifecycle(AgentLifecycle):
         patches: list[ModelStepPatch] = []
         current = input
         for name, part in self._with("prepare_model_step"):
-            decision = await _call(name, "prepare_model_step", part.prepare_model_step(current))
+            decision = await _call(
+                name, "prepare_model_step", part.prepare_model_step(current), current
+            )
             match decision:
                 case None:
                     continue
@@ -282,7 +285,9 @@ class ComposedLifecycle(AgentLifecycle):
         current = input
         replaced = False
         for name, part in self._with("before_tool_call"):
-            decision = await _call(name, "before_tool_call", part.before_tool_call(current))
+            decision = await _call(
+                name, "before_tool_call", part.before_tool_call(current), current
+            )
             match decision:
                 case None | Continue():
                     continue
@@ -300,7 +305,9 @@ class ComposedLifecycle(AgentLifecycle):
         current = input
         final: AfterToolResultResult | None = None
         for name, part in self._with("after_tool_result"):
-            decision = await _call(name, "after_tool_result", part.after_tool_result(current))
+            decision = await _call(
+                name, "after_tool_result", part.after_tool_result(current), current
+            )
             match decision:
                 case None | Continue():
                     continue
@@ -332,7 +339,7 @@ class ComposedLifecycle(AgentLifecycle):
         merged: NextStep | None = None
         completed: Complete | None = None
         for name, part in self._with("after_step"):
-            decision = await _call(name, "after_step", part.after_step(input))
+            decision = await _call(name, "after_step", part.after_step(input), input)
             match decision:
                 case None:
                     continue
@@ -355,12 +362,15 @@ def _merge_next(a: NextStep | None, b: NextStep) -> NextStep:
     return NextStep(append_model_messages=appended, replace_model_messages=base_replace)
 
 
-async def _call(name: str, phase: str, result: Awaitable[Any] | Any) -> Any:
+async def _call(name: str, phase: str, result: Awaitable[Any] | Any, input: Any = None) -> Any:
     run = current_run.get()  # None outside a run's execution (history rewrites)
     started = time.perf_counter()
-    with tracing.hook_span(phase, name):
+    with (
+        tracing.hook_span(phase, name),
+        observe_hook_call(name, phase, step_index(input)) as observed,
+    ):
         try:
-            return await maybe_await(result)
+            return observed.returned(await maybe_await(result))
         except PaiError:
             # Our own errors (an inner hook's failure, a model error through next()) pass as-is.
             raise

@@ -8,6 +8,11 @@ notice.
 
 from pai_grpc.lifecycle._compose import ComposedLifecycle, Effective
 from pai_grpc.lifecycle._contract import Bag, contract_from_config
+from pai_grpc.lifecycle._hook_calls import (
+    HookCallEmitter,
+    current_hook_calls,
+    hook_failed_open,
+)
 from pai_grpc.lifecycle._lifecycle import PHASES, maybe_await
 from pai_grpc.lifecycle._patches import (
     RUNTIME_OWNED,
@@ -28,12 +33,15 @@ __all__ = [
     "Bag",
     "ComposedLifecycle",
     "Effective",
+    "HookCallEmitter",
     "HookReport",
     "apply_patch",
     "coerce_patch",
     "contract_from_config",
+    "current_hook_calls",
     "current_report",
     "fold_patches",
+    "hook_failed_open",
     "instructions_of",
     "maybe_await",
     "missing_text_id",

@@ -78,7 +78,7 @@ from pai_grpc.lifecycle import (
     StepInfo,
     TransformStepStreamInput,
 )
-from pai_grpc.lifecycle.internal import current_report
+from pai_grpc.lifecycle.internal import current_report, hook_failed_open
 from pai_grpc.models import LanguageModel, ModelRegistry, model_name
 from pai_grpc.plugins import _streaming
 from pai_grpc.plugins._backoff import Backoff
@@ -289,6 +289,7 @@ class RemoteLifecycle(AgentLifecycle):
             if self.policy(phase).failure_mode == "open":
                 log.warning("%s (failing open)", failure.message)
                 tracing.hook_failed_open(failure.reason)
+                hook_failed_open(self.plugin, phase, failure.reason)
                 report = current_report.get()
                 if report is not None:
                     report.record(self.plugin, phase, failure.reason, step_id)

@@ -31,7 +31,7 @@ from pai_grpc.domain import (
 )
 from pai_grpc.errors import ModelError, PaiError
 from pai_grpc.lifecycle import Complete, NextStep, StepInfo
-from pai_grpc.lifecycle.internal import HookReport, current_report
+from pai_grpc.lifecycle.internal import HookReport, current_hook_calls, current_report
 from pai_grpc.runtime._agents import Agent
 from pai_grpc.runtime._committer import RunCommitter, RunFailure, Stop
 from pai_grpc.runtime._pipeline import HookPipeline, StepResult
@@ -166,6 +166,7 @@ class RunExecutor:
         self._task = asyncio.current_task()
         current_report.set(self._report)  # this task's context: remote hooks report here
         current_run.set(RunLabels(self.run_id, self._thread_id, self._agent.name, self._metrics))
+        current_hook_calls.set(self._committer.emit)  # hook calls go on the run's timeline
         heartbeat = asyncio.create_task(self._heartbeat())
         try:
             await self._episode()

@@ -27,6 +27,7 @@ from pai_grpc.lifecycle import (
     RegenerateRewrite,
     compose_lifecycle,
 )
+from pai_grpc.lifecycle.internal import current_hook_calls
 from pai_grpc.runtime._agents import Agent
 from storage import UNSET, MessageRecord, Store, ThreadPatch, ThreadRecord, check_strict_json
 
@@ -168,6 +169,9 @@ class HistoryRewrites:
             )
 
     async def _drain(self, thread_id: str) -> None:
+        # Scheduled from whichever task committed the rewrite, maybe a run's
+        # execution: these calls belong to no run's timeline.
+        current_hook_calls.set(None)
         queue = self._queues.get(thread_id, [])
         while queue:
             lifecycle, fact = queue.pop(0)

@@ -74,6 +74,21 @@ class RunService(Protocol):
         reader that received live events beyond the durable log gets that abort
         next: it means "discard the partial step streamed since the last
         committed message".
+
+        Compaction: some time after a run is terminal (`[retention]
+        events_after_terminal`), its text, reasoning and tool-input deltas are
+        removed from the log. Streaming such a run (from 0 or from any
+        `after_seq`) still delivers every status event, committed message,
+        pending action and other chunk, and a `compacted` event
+        (CompactedEvents) in place of each removed stretch, carrying the stretch's
+        last seq; never a gap it does not explain and never an error. The
+        committed messages hold the text the deltas spelled out.
+
+        Hook calls: every lifecycle hook call made while the run executes (in
+        process or in a remote plugin) adds a `hook_call` event (HookCallEvent)
+        once the hook returns or fails; an agent without hooks adds none. New
+        arms may be added to RunEvent.event: clients must ignore arms they do
+        not know.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -272,6 +287,21 @@ class RunServiceClient(ConnectClient):
         reader that received live events beyond the durable log gets that abort
         next: it means "discard the partial step streamed since the last
         committed message".
+
+        Compaction: some time after a run is terminal (`[retention]
+        events_after_terminal`), its text, reasoning and tool-input deltas are
+        removed from the log. Streaming such a run (from 0 or from any
+        `after_seq`) still delivers every status event, committed message,
+        pending action and other chunk, and a `compacted` event
+        (CompactedEvents) in place of each removed stretch, carrying the stretch's
+        last seq; never a gap it does not explain and never an error. The
+        committed messages hold the text the deltas spelled out.
+
+        Hook calls: every lifecycle hook call made while the run executes (in
+        process or in a remote plugin) adds a `hook_call` event (HookCallEvent)
+        once the hook returns or fails; an agent without hooks adds none. New
+        arms may be added to RunEvent.event: clients must ignore arms they do
+        not know.
         """
         return self.execute_server_stream(
             request=request,
@@ -370,6 +400,21 @@ class RunServiceSync(Protocol):
         reader that received live events beyond the durable log gets that abort
         next: it means "discard the partial step streamed since the last
         committed message".
+
+        Compaction: some time after a run is terminal (`[retention]
+        events_after_terminal`), its text, reasoning and tool-input deltas are
+        removed from the log. Streaming such a run (from 0 or from any
+        `after_seq`) still delivers every status event, committed message,
+        pending action and other chunk, and a `compacted` event
+        (CompactedEvents) in place of each removed stretch, carrying the stretch's
+        last seq; never a gap it does not explain and never an error. The
+        committed messages hold the text the deltas spelled out.
+
+        Hook calls: every lifecycle hook call made while the run executes (in
+        process or in a remote plugin) adds a `hook_call` event (HookCallEvent)
+        once the hook returns or fails; an agent without hooks adds none. New
+        arms may be added to RunEvent.event: clients must ignore arms they do
+        not know.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -566,6 +611,21 @@ class RunServiceClientSync(ConnectClientSync):
         reader that received live events beyond the durable log gets that abort
         next: it means "discard the partial step streamed since the last
         committed message".
+
+        Compaction: some time after a run is terminal (`[retention]
+        events_after_terminal`), its text, reasoning and tool-input deltas are
+        removed from the log. Streaming such a run (from 0 or from any
+        `after_seq`) still delivers every status event, committed message,
+        pending action and other chunk, and a `compacted` event
+        (CompactedEvents) in place of each removed stretch, carrying the stretch's
+        last seq; never a gap it does not explain and never an error. The
+        committed messages hold the text the deltas spelled out.
+
+        Hook calls: every lifecycle hook call made while the run executes (in
+        process or in a remote plugin) adds a `hook_call` event (HookCallEvent)
+        once the hook returns or fails; an agent without hooks adds none. New
+        arms may be added to RunEvent.event: clients must ignore arms they do
+        not know.
         """
         return self.execute_server_stream(
             request=request,

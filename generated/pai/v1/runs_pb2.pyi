@@ -206,7 +206,7 @@ class RunStatusEvent(_message.Message):
     def __init__(self, status: _Optional[_Union[RunStatus, str]] = ..., outcome: _Optional[_Union[RunOutcome, str]] = ..., reason: _Optional[str] = ..., error: _Optional[_Union[RunError, _Mapping]] = ...) -> None: ...
 
 class RunEvent(_message.Message):
-    __slots__ = ("seq", "time", "chunk", "status", "message", "pending_action", "compacted")
+    __slots__ = ("seq", "time", "chunk", "status", "message", "pending_action", "compacted", "hook_call")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
     CHUNK_FIELD_NUMBER: _ClassVar[int]
@@ -214,6 +214,7 @@ class RunEvent(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     PENDING_ACTION_FIELD_NUMBER: _ClassVar[int]
     COMPACTED_FIELD_NUMBER: _ClassVar[int]
+    HOOK_CALL_FIELD_NUMBER: _ClassVar[int]
     seq: int
     time: _timestamp_pb2.Timestamp
     chunk: _chunks_pb2.StepStreamChunk
@@ -221,7 +222,26 @@ class RunEvent(_message.Message):
     message: _threads_pb2.Message
     pending_action: PendingAction
     compacted: CompactedEvents
-    def __init__(self, seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., chunk: _Optional[_Union[_chunks_pb2.StepStreamChunk, _Mapping]] = ..., status: _Optional[_Union[RunStatusEvent, _Mapping]] = ..., message: _Optional[_Union[_threads_pb2.Message, _Mapping]] = ..., pending_action: _Optional[_Union[PendingAction, _Mapping]] = ..., compacted: _Optional[_Union[CompactedEvents, _Mapping]] = ...) -> None: ...
+    hook_call: HookCallEvent
+    def __init__(self, seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., chunk: _Optional[_Union[_chunks_pb2.StepStreamChunk, _Mapping]] = ..., status: _Optional[_Union[RunStatusEvent, _Mapping]] = ..., message: _Optional[_Union[_threads_pb2.Message, _Mapping]] = ..., pending_action: _Optional[_Union[PendingAction, _Mapping]] = ..., compacted: _Optional[_Union[CompactedEvents, _Mapping]] = ..., hook_call: _Optional[_Union[HookCallEvent, _Mapping]] = ...) -> None: ...
+
+class HookCallEvent(_message.Message):
+    __slots__ = ("phase", "hook", "outcome", "decision", "duration_ms", "step", "reason")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    HOOK_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    hook: str
+    outcome: str
+    decision: str
+    duration_ms: float
+    step: int
+    reason: str
+    def __init__(self, phase: _Optional[str] = ..., hook: _Optional[str] = ..., outcome: _Optional[str] = ..., decision: _Optional[str] = ..., duration_ms: _Optional[float] = ..., step: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class CompactedEvents(_message.Message):
     __slots__ = ("first_seq", "last_seq", "removed_events")
