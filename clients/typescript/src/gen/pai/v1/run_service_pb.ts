@@ -371,6 +371,12 @@ export const RunService: GenService<{
    * last seq; never a gap it does not explain and never an error. The
    * committed messages hold the text the deltas spelled out.
    *
+   * Hook calls: every lifecycle hook call made while the run executes (in
+   * process or in a remote plugin) adds a `hook_call` event (HookCallEvent)
+   * once the hook returns or fails; an agent without hooks adds none. New
+   * arms may be added to RunEvent.event: clients must ignore arms they do
+   * not know.
+   *
    * @generated from rpc pai.v1.RunService.StreamRun
    */
   streamRun: {

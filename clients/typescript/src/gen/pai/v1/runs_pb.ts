@@ -18,7 +18,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file pai/v1/runs.proto.
  */
 export const file_pai_v1_runs: GenFile = /*@__PURE__*/
-  fileDesc("ChFwYWkvdjEvcnVucy5wcm90bxIGcGFpLnYxImcKDFJ1bkV4ZWN1dGlvbhInCglvcGVyYXRpb24YASABKA4yFC5wYWkudjEuUnVuT3BlcmF0aW9uEi4KCnN0YXJ0X3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIisKCFJ1bkVycm9yEg4KBnJlYXNvbhgBIAEoCRIPCgdtZXNzYWdlGAIgASgJIksKC0hvb2tGYWlsdXJlEg4KBnBsdWdpbhgBIAEoCRINCgVwaGFzZRgCIAEoCRIOCgZyZWFzb24YAyABKAkSDQoFY291bnQYBCABKAUi7AQKA1J1bhIKCgJpZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSIQoGc3RhdHVzGAMgASgOMhEucGFpLnYxLlJ1blN0YXR1cxIjCgdvdXRjb21lGAQgASgOMhIucGFpLnYxLlJ1bk91dGNvbWUSEwoGcmVhc29uGAUgASgJSACIAQESJwoJaW5pdGlhdG9yGAYgASgOMhQucGFpLnYxLlJ1bkluaXRpYXRvchIuCgpzdGFydF90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBInCglleGVjdXRpb24YCCABKAsyFC5wYWkudjEuUnVuRXhlY3V0aW9uEikKCG1ldGFkYXRhGAkgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIcCgV1c2FnZRgKIAEoCzINLnBhaS52MS5Vc2FnZRISCgpzdGVwX2NvdW50GAsgASgFEhAKCGF0dGVtcHRzGAwgASgFEh8KBWVycm9yGA0gASgLMhAucGFpLnYxLlJ1bkVycm9yEioKDWhvb2tfZmFpbHVyZXMYDiADKAsyEy5wYWkudjEuSG9va0ZhaWx1cmUSEAoIbGFzdF9zZXEYDyABKAMSLwoLY3JlYXRlX3RpbWUYECABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGBEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgSIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCCQoHX3JlYXNvbiJ5CglSdW5IYW5kbGUSDgoGcnVuX2lkGAEgASgJEhEKCXRocmVhZF9pZBgCIAEoCRIhCgZzdGF0dXMYAyABKA4yES5wYWkudjEuUnVuU3RhdHVzEhcKCm1lc3NhZ2VfaWQYBCABKAlIAIgBAUINCgtfbWVzc2FnZV9pZCK+AgoNUGVuZGluZ0FjdGlvbhIKCgJpZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEQoJdGhyZWFkX2lkGAMgASgJEicKBGtpbmQYBCABKA4yGS5wYWkudjEuUGVuZGluZ0FjdGlvbktpbmQSKwoGc3RhdHVzGAUgASgOMhsucGFpLnYxLlBlbmRpbmdBY3Rpb25TdGF0dXMSFAoMdG9vbF9jYWxsX2lkGAYgASgJEhEKCXRvb2xfbmFtZRgHIAEoCRIlCgVpbnB1dBgIIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRInCgdyZXF1ZXN0GAkgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEi8KC2NyZWF0ZV90aW1lGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKZAQoOUnVuU3RhdHVzRXZlbnQSIQoGc3RhdHVzGAEgASgOMhEucGFpLnYxLlJ1blN0YXR1cxIjCgdvdXRjb21lGAIgASgOMhIucGFpLnYxLlJ1bk91dGNvbWUSEwoGcmVhc29uGAMgASgJSACIAQESHwoFZXJyb3IYBCABKAsyEC5wYWkudjEuUnVuRXJyb3JCCQoHX3JlYXNvbiKhAgoIUnVuRXZlbnQSCwoDc2VxGAEgASgDEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKBWNodW5rGAMgASgLMhcucGFpLnYxLlN0ZXBTdHJlYW1DaHVua0gAEigKBnN0YXR1cxgEIAEoCzIWLnBhaS52MS5SdW5TdGF0dXNFdmVudEgAEiIKB21lc3NhZ2UYBSABKAsyDy5wYWkudjEuTWVzc2FnZUgAEi8KDnBlbmRpbmdfYWN0aW9uGAYgASgLMhUucGFpLnYxLlBlbmRpbmdBY3Rpb25IABIsCgljb21wYWN0ZWQYByABKAsyFy5wYWkudjEuQ29tcGFjdGVkRXZlbnRzSABCBwoFZXZlbnQiTgoPQ29tcGFjdGVkRXZlbnRzEhEKCWZpcnN0X3NlcRgBIAEoAxIQCghsYXN0X3NlcRgCIAEoAxIWCg5yZW1vdmVkX2V2ZW50cxgDIAEoAyq5AQoJUnVuU3RhdHVzEhoKFlJVTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIVChFSVU5fU1RBVFVTX1FVRVVFRBABEhYKElJVTl9TVEFUVVNfUlVOTklORxACEhYKElJVTl9TVEFUVVNfV0FJVElORxADEhgKFFJVTl9TVEFUVVNfQ09NUExFVEVEEAQSFQoRUlVOX1NUQVRVU19GQUlMRUQQBRIYChRSVU5fU1RBVFVTX0NBTkNFTExFRBAGKpABCgpSdW5PdXRjb21lEhsKF1JVTl9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGQoVUlVOX09VVENPTUVfQ09NUExFVEVEEAESFwoTUlVOX09VVENPTUVfQkxPQ0tFRBACEhYKElJVTl9PVVRDT01FX0ZBSUxFRBADEhkKFVJVTl9PVVRDT01FX0NBTkNFTExFRBAEKn4KDFJ1bkluaXRpYXRvchIdChlSVU5fSU5JVElBVE9SX1VOU1BFQ0lGSUVEEAASFgoSUlVOX0lOSVRJQVRPUl9TRU5EEAESGQoVUlVOX0lOSVRJQVRPUl9UUklHR0VSEAISHAoYUlVOX0lOSVRJQVRPUl9SRUdFTkVSQVRFEAMqmAEKDFJ1bk9wZXJhdGlvbhIdChlSVU5fT1BFUkFUSU9OX1VOU1BFQ0lGSUVEEAASFgoSUlVOX09QRVJBVElPTl9TRU5EEAESGQoVUlVOX09QRVJBVElPTl9UUklHR0VSEAISHAoYUlVOX09QRVJBVElPTl9SRUdFTkVSQVRFEAMSGAoUUlVOX09QRVJBVElPTl9SRVNVTUUQBCqdAQoRUGVuZGluZ0FjdGlvbktpbmQSIwofUEVORElOR19BQ1RJT05fS0lORF9VTlNQRUNJRklFRBAAEiMKH1BFTkRJTkdfQUNUSU9OX0tJTkRfQ0xJRU5UX1RPT0wQARIgChxQRU5ESU5HX0FDVElPTl9LSU5EX0FQUFJPVkFMEAISHAoYUEVORElOR19BQ1RJT05fS0lORF9EQVRBEAMqpQEKE1BlbmRpbmdBY3Rpb25TdGF0dXMSJQohUEVORElOR19BQ1RJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASHgoaUEVORElOR19BQ1RJT05fU1RBVFVTX09QRU4QARIiCh5QRU5ESU5HX0FDVElPTl9TVEFUVVNfUkVTT0xWRUQQAhIjCh9QRU5ESU5HX0FDVElPTl9TVEFUVVNfQ0FOQ0VMTEVEEANiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_pai_v1_chunks, file_pai_v1_threads]);
+  fileDesc("ChFwYWkvdjEvcnVucy5wcm90bxIGcGFpLnYxImcKDFJ1bkV4ZWN1dGlvbhInCglvcGVyYXRpb24YASABKA4yFC5wYWkudjEuUnVuT3BlcmF0aW9uEi4KCnN0YXJ0X3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIisKCFJ1bkVycm9yEg4KBnJlYXNvbhgBIAEoCRIPCgdtZXNzYWdlGAIgASgJIksKC0hvb2tGYWlsdXJlEg4KBnBsdWdpbhgBIAEoCRINCgVwaGFzZRgCIAEoCRIOCgZyZWFzb24YAyABKAkSDQoFY291bnQYBCABKAUi7AQKA1J1bhIKCgJpZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSIQoGc3RhdHVzGAMgASgOMhEucGFpLnYxLlJ1blN0YXR1cxIjCgdvdXRjb21lGAQgASgOMhIucGFpLnYxLlJ1bk91dGNvbWUSEwoGcmVhc29uGAUgASgJSACIAQESJwoJaW5pdGlhdG9yGAYgASgOMhQucGFpLnYxLlJ1bkluaXRpYXRvchIuCgpzdGFydF90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBInCglleGVjdXRpb24YCCABKAsyFC5wYWkudjEuUnVuRXhlY3V0aW9uEikKCG1ldGFkYXRhGAkgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIcCgV1c2FnZRgKIAEoCzINLnBhaS52MS5Vc2FnZRISCgpzdGVwX2NvdW50GAsgASgFEhAKCGF0dGVtcHRzGAwgASgFEh8KBWVycm9yGA0gASgLMhAucGFpLnYxLlJ1bkVycm9yEioKDWhvb2tfZmFpbHVyZXMYDiADKAsyEy5wYWkudjEuSG9va0ZhaWx1cmUSEAoIbGFzdF9zZXEYDyABKAMSLwoLY3JlYXRlX3RpbWUYECABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGBEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgSIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCCQoHX3JlYXNvbiJ5CglSdW5IYW5kbGUSDgoGcnVuX2lkGAEgASgJEhEKCXRocmVhZF9pZBgCIAEoCRIhCgZzdGF0dXMYAyABKA4yES5wYWkudjEuUnVuU3RhdHVzEhcKCm1lc3NhZ2VfaWQYBCABKAlIAIgBAUINCgtfbWVzc2FnZV9pZCK+AgoNUGVuZGluZ0FjdGlvbhIKCgJpZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEQoJdGhyZWFkX2lkGAMgASgJEicKBGtpbmQYBCABKA4yGS5wYWkudjEuUGVuZGluZ0FjdGlvbktpbmQSKwoGc3RhdHVzGAUgASgOMhsucGFpLnYxLlBlbmRpbmdBY3Rpb25TdGF0dXMSFAoMdG9vbF9jYWxsX2lkGAYgASgJEhEKCXRvb2xfbmFtZRgHIAEoCRIlCgVpbnB1dBgIIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRInCgdyZXF1ZXN0GAkgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEi8KC2NyZWF0ZV90aW1lGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKZAQoOUnVuU3RhdHVzRXZlbnQSIQoGc3RhdHVzGAEgASgOMhEucGFpLnYxLlJ1blN0YXR1cxIjCgdvdXRjb21lGAIgASgOMhIucGFpLnYxLlJ1bk91dGNvbWUSEwoGcmVhc29uGAMgASgJSACIAQESHwoFZXJyb3IYBCABKAsyEC5wYWkudjEuUnVuRXJyb3JCCQoHX3JlYXNvbiLNAgoIUnVuRXZlbnQSCwoDc2VxGAEgASgDEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKBWNodW5rGAMgASgLMhcucGFpLnYxLlN0ZXBTdHJlYW1DaHVua0gAEigKBnN0YXR1cxgEIAEoCzIWLnBhaS52MS5SdW5TdGF0dXNFdmVudEgAEiIKB21lc3NhZ2UYBSABKAsyDy5wYWkudjEuTWVzc2FnZUgAEi8KDnBlbmRpbmdfYWN0aW9uGAYgASgLMhUucGFpLnYxLlBlbmRpbmdBY3Rpb25IABIsCgljb21wYWN0ZWQYByABKAsyFy5wYWkudjEuQ29tcGFjdGVkRXZlbnRzSAASKgoJaG9va19jYWxsGAggASgLMhUucGFpLnYxLkhvb2tDYWxsRXZlbnRIAEIHCgVldmVudCKgAQoNSG9va0NhbGxFdmVudBINCgVwaGFzZRgBIAEoCRIMCgRob29rGAIgASgJEg8KB291dGNvbWUYAyABKAkSEAoIZGVjaXNpb24YBCABKAkSEwoLZHVyYXRpb25fbXMYBSABKAESEQoEc3RlcBgGIAEoBUgAiAEBEhMKBnJlYXNvbhgHIAEoCUgBiAEBQgcKBV9zdGVwQgkKB19yZWFzb24iTgoPQ29tcGFjdGVkRXZlbnRzEhEKCWZpcnN0X3NlcRgBIAEoAxIQCghsYXN0X3NlcRgCIAEoAxIWCg5yZW1vdmVkX2V2ZW50cxgDIAEoAyq5AQoJUnVuU3RhdHVzEhoKFlJVTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIVChFSVU5fU1RBVFVTX1FVRVVFRBABEhYKElJVTl9TVEFUVVNfUlVOTklORxACEhYKElJVTl9TVEFUVVNfV0FJVElORxADEhgKFFJVTl9TVEFUVVNfQ09NUExFVEVEEAQSFQoRUlVOX1NUQVRVU19GQUlMRUQQBRIYChRSVU5fU1RBVFVTX0NBTkNFTExFRBAGKpABCgpSdW5PdXRjb21lEhsKF1JVTl9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGQoVUlVOX09VVENPTUVfQ09NUExFVEVEEAESFwoTUlVOX09VVENPTUVfQkxPQ0tFRBACEhYKElJVTl9PVVRDT01FX0ZBSUxFRBADEhkKFVJVTl9PVVRDT01FX0NBTkNFTExFRBAEKn4KDFJ1bkluaXRpYXRvchIdChlSVU5fSU5JVElBVE9SX1VOU1BFQ0lGSUVEEAASFgoSUlVOX0lOSVRJQVRPUl9TRU5EEAESGQoVUlVOX0lOSVRJQVRPUl9UUklHR0VSEAISHAoYUlVOX0lOSVRJQVRPUl9SRUdFTkVSQVRFEAMqmAEKDFJ1bk9wZXJhdGlvbhIdChlSVU5fT1BFUkFUSU9OX1VOU1BFQ0lGSUVEEAASFgoSUlVOX09QRVJBVElPTl9TRU5EEAESGQoVUlVOX09QRVJBVElPTl9UUklHR0VSEAISHAoYUlVOX09QRVJBVElPTl9SRUdFTkVSQVRFEAMSGAoUUlVOX09QRVJBVElPTl9SRVNVTUUQBCqdAQoRUGVuZGluZ0FjdGlvbktpbmQSIwofUEVORElOR19BQ1RJT05fS0lORF9VTlNQRUNJRklFRBAAEiMKH1BFTkRJTkdfQUNUSU9OX0tJTkRfQ0xJRU5UX1RPT0wQARIgChxQRU5ESU5HX0FDVElPTl9LSU5EX0FQUFJPVkFMEAISHAoYUEVORElOR19BQ1RJT05fS0lORF9EQVRBEAMqpQEKE1BlbmRpbmdBY3Rpb25TdGF0dXMSJQohUEVORElOR19BQ1RJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASHgoaUEVORElOR19BQ1RJT05fU1RBVFVTX09QRU4QARIiCh5QRU5ESU5HX0FDVElPTl9TVEFUVVNfUkVTT0xWRUQQAhIjCh9QRU5ESU5HX0FDVElPTl9TVEFUVVNfQ0FOQ0VMTEVEEANiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_pai_v1_chunks, file_pai_v1_threads]);
 
 /**
  * The current execution episode (claim or resume) of a run.
@@ -417,6 +417,14 @@ export type RunEvent = Message<"pai.v1.RunEvent"> & {
      */
     value: CompactedEvents;
     case: "compacted";
+  } | {
+    /**
+     * One lifecycle hook call made while the run executed.
+     *
+     * @generated from field: pai.v1.HookCallEvent hook_call = 8;
+     */
+    value: HookCallEvent;
+    case: "hookCall";
   } | { case: undefined; value?: undefined };
 };
 
@@ -426,6 +434,82 @@ export type RunEvent = Message<"pai.v1.RunEvent"> & {
  */
 export const RunEventSchema: GenMessage<RunEvent> = /*@__PURE__*/
   messageDesc(file_pai_v1_runs, 7);
+
+/**
+ * One lifecycle hook call of a run's execution: which hook, in which phase,
+ * what kind of decision it returned and how long it took. Recorded once the
+ * call returns or fails, so it follows the events the hook's work produced
+ * (an around_model_call hook's event follows the model call it wrapped).
+ * Durable like chunks and kept by retention. Never carries the decision's
+ * content, only its kind.
+ *
+ * @generated from message pai.v1.HookCallEvent
+ */
+export type HookCallEvent = Message<"pai.v1.HookCallEvent"> & {
+  /**
+   * The lifecycle phase, e.g. "prepare_run", "before_tool_call".
+   *
+   * @generated from field: string phase = 1;
+   */
+  phase: string;
+
+  /**
+   * The in-process hook's name, or the remote plugin's configured name.
+   *
+   * @generated from field: string hook = 2;
+   */
+  hook: string;
+
+  /**
+   * "ok"; "error" (the hook failed and failed the run); "failed_open" (a
+   * remote plugin failed and its failure policy skipped it); "timeout" (a
+   * remote plugin did not answer in time and failed the run).
+   *
+   * @generated from field: string outcome = 3;
+   */
+  outcome: string;
+
+  /**
+   * The kind of decision returned, in snake case: "none" (no decision),
+   * "continue", "next_step", "complete", "respond", "skip", "reject",
+   * "replace_input", ... ; "result" for middleware phases that return a
+   * value (resolve_model_context, around_model_call); empty when the call
+   * failed. A remote plugin's plain continue reads "none".
+   *
+   * @generated from field: string decision = 4;
+   */
+  decision: string;
+
+  /**
+   * Wall time of the call in milliseconds (for middleware phases, including
+   * the inner layers it called through next()).
+   *
+   * @generated from field: double duration_ms = 5;
+   */
+  durationMs: number;
+
+  /**
+   * The index of the step the call belongs to, when the phase has one.
+   *
+   * @generated from field: optional int32 step = 6;
+   */
+  step?: number | undefined;
+
+  /**
+   * The failure reason (an ErrorInfo reason such as "PLUGIN_TIMEOUT") when
+   * the outcome is not "ok".
+   *
+   * @generated from field: optional string reason = 7;
+   */
+  reason?: string | undefined;
+};
+
+/**
+ * Describes the message pai.v1.HookCallEvent.
+ * Use `create(HookCallEventSchema)` to create a new message.
+ */
+export const HookCallEventSchema: GenMessage<HookCallEvent> = /*@__PURE__*/
+  messageDesc(file_pai_v1_runs, 8);
 
 /**
  * The log of a terminal run no longer holds the events with seq in
@@ -470,7 +554,7 @@ export type CompactedEvents = Message<"pai.v1.CompactedEvents"> & {
  * Use `create(CompactedEventsSchema)` to create a new message.
  */
 export const CompactedEventsSchema: GenMessage<CompactedEvents> = /*@__PURE__*/
-  messageDesc(file_pai_v1_runs, 8);
+  messageDesc(file_pai_v1_runs, 9);
 
 /**
  * @generated from enum pai.v1.RunStatus
