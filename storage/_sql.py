@@ -453,7 +453,10 @@ class Sql:
             for i, event in enumerate(extra):
                 check_strict_json(event.event, path=f"events_after[{i}]")
             self._insert_events(conn, extra, now)
-        self.notify(conn, ws.notify)
+        notes = ws.notify
+        if ws.notify_if_promoted and result.thread is not None and result.thread.active_run_id:
+            notes = [*notes, *ws.notify_if_promoted]
+        self.notify(conn, notes)
         return result
 
     def _check_active_runs(self, conn: Connection, ws: WriteSet) -> None:
