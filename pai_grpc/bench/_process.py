@@ -5,7 +5,7 @@ The server is the real command (offline model with no pause between chunks,
 Every figure is printed beside the same figure for a bare grpc.aio server
 process answering the same message pattern (one unary Send, then a server
 stream with as many messages as the run's StreamRun carries), measured with
-the same load generator moments earlier. Server CPU per run is the serve
+the same load generator in alternating rounds (medians of each). Server CPU per run is the serve
 process's user+system CPU time (``/proc/PID/stat``) over the runs it served.
 """
 
@@ -29,7 +29,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pai_grpc.bench._common import POSTGRES_URL, Report, Result
 
 CLIENTS = 16
-SECONDS = 4.0
+SECONDS = 3.0
+#: Alternating served/bare measurement rounds; each figure is the median.
+ROUNDS = 3
 #: Words sent for the long stream: the offline model echoes one delta per word.
 STREAM_WORDS = 2_000
 TTFC_RUNS = 60
@@ -127,11 +129,11 @@ async def _load(address: str, mode: str, clients: int, seconds: float, words: in
     return json.loads(out.decode().strip().splitlines()[-1])
 
 
-async def _measure(address: str, pid: int) -> dict[str, float]:
+async def _measure(address: str, pid: int, seconds: float) -> dict[str, float]:
     """Runs/s and CPU per run (16 clients), first-delta p50 (one client), one long stream."""
     ttfc = await _load(address, "ttfc", 1, TTFC_RUNS)
     before = cpu_seconds(pid)
-    runs = await _load(address, "runs", CLIENTS, SECONDS)
+    runs = await _load(address, "runs", CLIENTS, seconds)
     cpu = cpu_seconds(pid) - before
     stream = await _load(address, "stream", 1, 3, STREAM_WORDS)
     return {
@@ -144,30 +146,43 @@ async def _measure(address: str, pid: int) -> dict[str, float]:
     }
 
 
+def _medians(rounds: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+
+
 async def run(report: Report, backend: str, workdir: Path) -> None:
-    """Measure `pai-grpc serve` on ``backend`` against a bare server measured just before."""
+    """Measure `pai-grpc serve` on ``backend`` against a bare server, in alternating rounds.
+
+    Both servers run side by side; each round measures the served figures and
+    then the bare ones, and every figure is the median over :data:`ROUNDS`
+    (the machine's load changes from one second to the next).
+    """
     url, schema = await _database(backend, workdir)
     config = workdir / f"serve-{backend}.toml"
     config.write_text("[limits]\nsends_per_second = 0\n\n[offline]\nchunk_delay = 0\n")
     env = {**os.environ, "PAI_DATABASE_URL": url, "PAI_CONFIG": str(config)}
     env.pop("ANTHROPIC_API_KEY", None)
     cli = ("-m", "pai_grpc.cli", "--log-level", "WARNING")
+    served_rounds: list[dict[str, float]] = []
+    bare_rounds: list[dict[str, float]] = []
     try:
         done = await asyncio.create_subprocess_exec(sys.executable, *cli, "migrate", env=env)
         if await done.wait() != 0:
             raise RuntimeError("pai-grpc migrate failed")
         address = f"127.0.0.1:{_free_port()}"
         async with _process(*cli, "serve", "--address", address, env=env, address=address) as pid:
-            served = await _measure(address, pid)
-        # The bare stream carries as many messages as the run did for the same words.
-        extra = int(served["messages"]) - 1
-        bare_address = f"127.0.0.1:{_free_port()}"
-        port = bare_address.rsplit(":", 1)[1]
-        bare_args = ("-m", "pai_grpc.bench._bare", port, str(extra))
-        async with _process(*bare_args, address=bare_address) as bare_pid:
-            bare = await _measure(bare_address, bare_pid)
+            # The bare stream carries as many messages as a run does for the same words.
+            extra = int((await _load(address, "ttfc", 1, 1))["messages"]) - 1
+            bare_address = f"127.0.0.1:{_free_port()}"
+            port = bare_address.rsplit(":", 1)[1]
+            bare_args = ("-m", "pai_grpc.bench._bare", port, str(extra))
+            async with _process(*bare_args, address=bare_address) as bare_pid:
+                for _ in range(ROUNDS):
+                    served_rounds.append(await _measure(address, pid, SECONDS))
+                    bare_rounds.append(await _measure(bare_address, bare_pid, SECONDS))
     finally:
         await _drop(schema)
+    served, bare = _medians(served_rounds), _medians(bare_rounds)
     section = f"{backend}/srv"
     pattern = f"bare 1+{extra + 1}"
     report.add(
