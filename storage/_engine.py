@@ -102,6 +102,11 @@ class Engines:
         self.url = url
         self.schema = schema
         self._async = async_engine
+        # PostgreSQL reads run at READ COMMITTED, where every statement takes its own
+        # snapshot anyway: BEGIN and COMMIT around them would only add two round trips.
+        self._async_read = (
+            async_engine.execution_options(isolation_level="AUTOCOMMIT") if async_engine else None
+        )
         self._sync_write = sync_write
         self._sync_read = sync_read
         self._writer = (
@@ -142,15 +147,31 @@ class Engines:
         """One transaction on the pool, translating (or waiting out) an outage."""
         assert self._async is not None
         attempt = 0
+        stale_checked = False
         while True:
             committing = False
             try:
-                async with self._async.connect() as conn, conn.begin():
-                    result = await conn.run_sync(fn)
-                    committing = write
+                if write:
+                    async with self._async.connect() as conn, conn.begin():
+                        result = await conn.run_sync(fn)
+                        committing = True
+                else:
+                    assert self._async_read is not None
+                    async with self._async_read.connect() as conn:
+                        result = await conn.run_sync(fn)
             except Exception as e:
                 if not is_outage(e):
                     raise
+                if not committing and not stale_checked:
+                    # Pooled connections are not pinged on checkout (a ping costs
+                    # three round trips per transaction): one the server dropped
+                    # (a restart, an idle timeout) is found dead on first use
+                    # instead. Nothing was committed, so drop every pooled
+                    # connection and try once more at once on a fresh one; only
+                    # if that fails too is the database unreachable.
+                    stale_checked = True
+                    await self._async.dispose()
+                    continue
                 if self.available:
                     log.warning("the database is unreachable: %s", _describe(e))
                 self._set_available(False)
@@ -208,7 +229,12 @@ class Engines:
         return await asyncio.get_running_loop().run_in_executor(self._writer, work)
 
     async def read(self, fn: Callable[[Connection], T], *, heavy: bool = False) -> T:
-        """Run ``fn`` in one read transaction (a consistent snapshot).
+        """Run ``fn`` in one read transaction (a consistent snapshot on SQLite).
+
+        On PostgreSQL a read runs in autocommit mode: at READ COMMITTED every
+        statement takes its own snapshot inside a transaction too, so reads
+        that span statements bound what they read by what the first one saw
+        (as :meth:`~storage._sql.Sql.context` bounds messages by the head).
 
         On SQLite a small read runs inline: in WAL mode readers never wait for
         locks, and an indexed lookup (~60 µs) costs less than a thread hop
@@ -309,7 +335,8 @@ def create_engines(raw_url: str, *, pool_size: int = 10, schema: str | None = No
         url,
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
+        # No pre-ping: _postgres retries once on a fresh connection instead.
+        pool_pre_ping=False,
         connect_args=connect_args,
         # jsonb prints integral doubles without a fraction: read them back as doubles.
         json_deserializer=load_stored_json,

@@ -382,6 +382,10 @@ class WriteSet:
     #: (channel, payload) notifications delivered on commit (PostgreSQL NOTIFY;
     #: a no-op on SQLite, where readers and runners poll).
     notify: list[tuple[str, str]] = field(default_factory=list)
+    #: Notifications delivered only when the write's ``PROMOTE_NEXT`` left the
+    #: thread with an active run (a runner wake-up for a run that became runnable;
+    #: sending it otherwise would make every runner look for work in vain).
+    notify_if_promoted: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def touches_root(self) -> bool:

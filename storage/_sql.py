@@ -14,6 +14,7 @@ import hashlib
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from sqlalchemy import (
@@ -93,6 +94,15 @@ _RUN_FIELDS = (
     "ended_at",
     "cancel_requested_at",
 )
+
+
+#: Notifications sent by one statement at most.
+_NOTIFY_BATCH = 8
+
+
+def _notify_stmt(n: int) -> Any:
+    """``SELECT pg_notify(:p_c0, :p_p0), ...`` for ``n`` notifications."""
+    return select(*(func.pg_notify(bindparam(f"p_c{i}"), bindparam(f"p_p{i}")) for i in range(n)))
 
 
 def _row(record: Any) -> dict[str, Any]:
@@ -451,7 +461,10 @@ class Sql:
             for i, event in enumerate(extra):
                 check_strict_json(event.event, path=f"events_after[{i}]")
             self._insert_events(conn, extra, now)
-        self.notify(conn, ws.notify)
+        notes = ws.notify
+        if ws.notify_if_promoted and result.thread is not None and result.thread.active_run_id:
+            notes = [*notes, *ws.notify_if_promoted]
+        self.notify(conn, notes)
         return result
 
     def _check_active_runs(self, conn: Connection, ws: WriteSet) -> None:
@@ -493,13 +506,19 @@ class Sql:
 
     def notify(self, conn: Connection, notes: Sequence[tuple[str, str]]) -> None:
         """NOTIFY is transactional: listeners hear it only when (and if) this commits."""
-        if not self.postgres:
+        if not self.postgres or not notes:
             return
-        stmt = self._stmt(
-            "notify", lambda: select(func.pg_notify(bindparam("p_c"), bindparam("p_p")))
-        )
-        for channel, payload in notes:
-            conn.execute(stmt, {"p_c": channel, "p_p": payload})
+        # Several per statement: each statement is a round trip of its own. Batches
+        # of at most _NOTIFY_BATCH keep the number of cached statement shapes small.
+        for start in range(0, len(notes), _NOTIFY_BATCH):
+            batch = notes[start : start + _NOTIFY_BATCH]
+            n = len(batch)
+            stmt = self._stmt(("notify", n), partial(_notify_stmt, n))
+            params: dict[str, str] = {}
+            for i, (channel, payload) in enumerate(batch):
+                params[f"p_c{i}"] = channel
+                params[f"p_p{i}"] = payload
+            conn.execute(stmt, params)
 
     def _create_thread(self, conn: Connection, ws: WriteSet, now: datetime) -> CommitResult:
         nt = ws.new_thread

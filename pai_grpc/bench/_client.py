@@ -1,7 +1,9 @@
 """Benchmark load generator, run in its own process so it does not share the server's core.
 
-``python -m pai_grpc.bench._client ADDRESS MODE CLIENTS SECONDS`` prints one JSON
-line: ``{"rate": ..., "ttfc": [...]}``.
+``python -m pai_grpc.bench._client ADDRESS MODE CLIENTS SECONDS [WORDS]`` prints
+one JSON line: ``{"rate": ..., "ttfc": [...], "messages": ...}``. ``WORDS``: the
+stream mode sends that many words (an echoing model streams one delta per
+word) instead of the word ``stream``.
 """
 
 from __future__ import annotations
@@ -18,22 +20,31 @@ from pai.v1 import parts_pb2, run_service_pb2, run_service_pb2_grpc
 from pai.v1 import thread_service_pb2 as tpb
 from pai.v1 import thread_service_pb2_grpc as tgrpc
 
+#: StreamRun messages of the last run :func:`one_run` streamed (the wire pattern of a run).
+last_messages = 0
+
 
 async def one_run(
     threads: tgrpc.ThreadServiceStub, runs: run_service_pb2_grpc.RunServiceStub, thread_id: str
 ) -> float:
     """Send and stream one run to its terminal status; return seconds to the first text delta."""
+    global last_messages
     start = time.perf_counter()
     first = 0.0
+    messages = 0
     part = parts_pb2.MessagePart(text=parts_pb2.TextPart(text="hi"))
     handle = (await threads.Send(tpb.SendRequest(thread_id=thread_id, parts=[part]))).run
     async for response in runs.StreamRun(run_service_pb2.StreamRunRequest(run_id=handle.run_id)):
+        messages += 1
         if not first and response.event.chunk.WhichOneof("chunk") == "text_delta":
             first = time.perf_counter() - start
+    last_messages = messages
     return first
 
 
-async def main(address: str, mode: str, clients: int, seconds: float) -> dict[str, object]:
+async def main(
+    address: str, mode: str, clients: int, seconds: float, words: int = 0
+) -> dict[str, object]:
     """Drive the server at ``address``."""
     async with grpc.aio.insecure_channel(address) as channel:
         threads = tgrpc.ThreadServiceStub(channel)
@@ -59,7 +70,8 @@ async def main(address: str, mode: str, clients: int, seconds: float) -> dict[st
         if mode == "stream":
             rates = []
             for _ in range(int(seconds)):
-                part = parts_pb2.MessagePart(text=parts_pb2.TextPart(text="stream"))
+                text = " ".join(["x"] * words) if words else "stream"
+                part = parts_pb2.MessagePart(text=parts_pb2.TextPart(text=text))
                 handle = (await threads.Send(tpb.SendRequest(thread_id=ids[0], parts=[part]))).run
                 deltas = 0
                 start = time.perf_counter()
@@ -74,7 +86,7 @@ async def main(address: str, mode: str, clients: int, seconds: float) -> dict[st
             for _ in range(5):
                 await one_run(threads, runs, ids[0])
             samples = [await one_run(threads, runs, ids[0]) for _ in range(int(seconds))]
-            return {"ttfc": samples}
+            return {"ttfc": samples, "messages": last_messages}
         for thread_id in ids:
             await one_run(threads, runs, thread_id)  # warm up
 
@@ -87,9 +99,10 @@ async def main(address: str, mode: str, clients: int, seconds: float) -> dict[st
         stop = time.perf_counter() + seconds
         start = time.perf_counter()
         await asyncio.gather(*(run_client(t) for t in ids))
-        return {"rate": count / (time.perf_counter() - start)}
+        return {"rate": count / (time.perf_counter() - start), "runs": count}
 
 
 if __name__ == "__main__":
     address, mode, clients, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-    print(json.dumps(asyncio.run(main(address, mode, clients, seconds))))
+    words = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+    print(json.dumps(asyncio.run(main(address, mode, clients, seconds, words))))

@@ -1,8 +1,10 @@
 """Runtime benchmarks: single-step runs/s and time-to-first-chunk through StreamRun.
 
-Baselines measured in the same run: gRPC unary round trips/s (health checks)
-with the same client concurrency, and time-to-first-chunk calling the same
-zero-latency model directly.
+First table: `pai-grpc serve` in its own process, as users run it (see
+:mod:`pai_grpc.bench._process`). Second table: the server in the benchmark's
+own process with a zero-latency scripted model; baselines measured in the same
+run: gRPC unary round trips/s (health checks) with the same client
+concurrency, and time-to-first-chunk calling the same model directly.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pai_grpc.bench import _process
 from pai_grpc.bench._common import POSTGRES_URL, Report, Result, median_ms
 from pai_grpc.config import Settings
 from pai_grpc.domain import StepStreamChunk, TextDeltaChunk
@@ -105,7 +108,14 @@ async def _load(address: str, mode: str, clients: int, seconds: float) -> dict[s
 
 
 async def run(report: Report, backend: str, workdir: Path) -> None:
-    """Measure one backend."""
+    """Measure one backend: served by its own process, then in process."""
+    print(f"  -- {backend}: pai-grpc serve in its own process, load in another", flush=True)
+    await _process.run(report, backend, workdir)
+    print(f"  -- {backend}: server in the benchmark process", flush=True)
+    await _in_process(report, backend, workdir)
+
+
+async def _in_process(report: Report, backend: str, workdir: Path) -> None:
     app, schema = await _app(backend, workdir)
     address = f"127.0.0.1:{app.port}"
     try:

@@ -17,12 +17,18 @@ _last_ms = -1
 _last_rand = 0
 
 
+#: Every 10-bit value as its two base32 characters: ids are made per event and step,
+#: and two characters per lookup halve the work of encoding one.
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]
+
+
 def _encode(value: int, length: int) -> str:
-    chars = []
-    for _ in range(length):
-        chars.append(_ALPHABET[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    """``value`` as ``length`` Crockford base32 characters (``length`` even)."""
+    pairs = []
+    for _ in range(length // 2):
+        pairs.append(_PAIRS[value & 1023])
+        value >>= 10
+    return "".join(reversed(pairs))
 
 
 def new_ulid() -> str:

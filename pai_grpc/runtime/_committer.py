@@ -356,7 +356,9 @@ class RunCommitter:
                 ]
             ws.notify.append(services.signals.note_run(self.run_id))
             if runnable:
-                ws.notify.append(services.signals.note_runnable())
+                # Only if a queued run became active: runners elsewhere would otherwise
+                # wake up and look for work that is not there.
+                ws.notify_if_promoted.append(services.signals.note_runnable())
             # Named before the commit so the same hint reaches watchers in other
             # processes (NOTIFY on commit) as the ones in this one.
             hint = None
@@ -371,7 +373,8 @@ class RunCommitter:
                     raise RuntimeError(f"expected {len(seqs)} events, built {len(payloads)}")
                 now = datetime.now(UTC)
                 built[:] = [
-                    RunEvent(seq=q, time=now, payload=p)
+                    # Unvalidated: ``after`` returns validated payloads (see EventSink.emit).
+                    RunEvent.model_construct(seq=q, time=now, payload=p)
                     for q, p in zip(seqs, payloads, strict=True)
                 ]
                 return [

@@ -79,7 +79,11 @@ class EventSink:
 
     def emit(self, payload: RunEventPayload) -> RunEvent:
         """Publish an event live (within the reservation); the next flush or commit logs it."""
-        event = RunEvent(seq=self._next_seq, time=datetime.now(UTC), payload=payload)
+        # Built without validation: the payload is a validated model and seq and time are
+        # made here (validating the payload union again cost ~8% of a streamed delta).
+        event = RunEvent.model_construct(
+            seq=self._next_seq, time=datetime.now(UTC), payload=payload
+        )
         self._next_seq += 1
         self._pending.append(
             NewEvent(self._run_id, event.seq, payload_to_json(payload), event.time)

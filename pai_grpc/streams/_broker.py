@@ -41,21 +41,33 @@ def event_size(event: RunEvent) -> int:
 
 
 class _Signal:
-    """An edge-triggered wake-up many waiters can share."""
+    """An edge-triggered wake-up many waiters can share.
 
-    __slots__ = ("_event",)
+    It fires once per published event, so firing with nobody waiting costs
+    nothing, and a wait is bounded by ``asyncio.timeout`` (``wait_for`` would
+    start a task per wait).
+    """
+
+    __slots__ = ("_event", "_waiting")
 
     def __init__(self) -> None:
         self._event = asyncio.Event()
+        self._waiting = 0
 
     def fire(self) -> None:
-        self._event.set()
-        self._event = asyncio.Event()
+        if self._waiting:
+            self._event.set()
+            self._event = asyncio.Event()
 
     async def wait(self, timeout: float) -> None:
         event = self._event
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout)
+        self._waiting += 1
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await event.wait()
+        finally:
+            self._waiting -= 1
 
 
 class RunChannel:

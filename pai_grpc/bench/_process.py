@@ -1,0 +1,233 @@
+"""Runs as users run them: `pai-grpc serve` in its own process, the load in another.
+
+The server is the real command (offline model with no pause between chunks,
+``[limits] sends_per_second = 0`` so the scope limit does not cap the rate).
+Every figure is printed beside the same figure for a bare grpc.aio server
+process answering the same message pattern (one unary Send, then a server
+stream with as many messages as the run's StreamRun carries), measured with
+the same load generator in alternating rounds (medians of each). Server CPU per run is the serve
+process's user+system CPU time (``/proc/PID/stat``) over the runs it served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from pai_grpc.bench._common import POSTGRES_URL, Report, Result
+
+CLIENTS = 16
+SECONDS = 3.0
+#: Alternating served/bare measurement rounds; each figure is the median.
+ROUNDS = 3
+#: Words sent for the long stream: the offline model echoes one delta per word.
+STREAM_WORDS = 2_000
+TTFC_RUNS = 60
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (all its threads), in seconds."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    # Fields after the parenthesised command name; utime and stime are the 14th and 15th.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _wait_serving(address: str, proc: asyncio.subprocess.Process) -> None:
+    deadline = time.monotonic() + 60
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while True:
+            if proc.returncode is not None:
+                raise RuntimeError(f"server exited ({proc.returncode}) before serving")
+            try:
+                await stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
+                return
+            except grpc.aio.AioRpcError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.1)
+
+
+@asynccontextmanager
+async def _process(
+    *args: str, env: dict[str, str] | None = None, address: str
+) -> AsyncIterator[int]:
+    """Start ``python ARGS...``, wait until ``address`` answers health checks; yield its pid."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, *args, env=env, stdout=asyncio.subprocess.DEVNULL
+    )
+    try:
+        await _wait_serving(address, proc)
+        yield proc.pid
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+
+async def _database(backend: str, workdir: Path) -> tuple[str, str | None]:
+    if backend == "sqlite":
+        return f"sqlite:///{workdir / f'serve-{time.time_ns()}.db'}", None
+    import asyncpg
+
+    schema = f"bench_serve_{time.time_ns()}"
+    conn = await asyncpg.connect(POSTGRES_URL)
+    await conn.execute(f"CREATE SCHEMA {schema}")
+    await conn.close()
+    return f"{POSTGRES_URL}?schema={schema}", schema
+
+
+async def _drop(schema: str | None) -> None:
+    if schema is None:
+        return
+    import asyncpg
+
+    conn = await asyncpg.connect(POSTGRES_URL)
+    await conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    await conn.close()
+
+
+async def _load(address: str, mode: str, clients: int, seconds: float, words: int = 0) -> Any:
+    """The load generator in its own process; what it measured."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "pai_grpc.bench._client",
+        address,
+        mode,
+        str(clients),
+        str(seconds),
+        str(words),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"load generator failed ({proc.returncode})")
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+async def _measure(address: str, pid: int, seconds: float) -> dict[str, float]:
+    """Runs/s and CPU per run (16 clients), first-delta p50 (one client), one long stream."""
+    ttfc = await _load(address, "ttfc", 1, TTFC_RUNS)
+    before = cpu_seconds(pid)
+    runs = await _load(address, "runs", CLIENTS, seconds)
+    cpu = cpu_seconds(pid) - before
+    stream = await _load(address, "stream", 1, 3, STREAM_WORDS)
+    return {
+        "rate": runs["rate"],
+        # The warm-up runs of each client count too: they ran inside the CPU window.
+        "cpu_ms": cpu * 1000 / (runs["runs"] + CLIENTS),
+        "ttfc_ms": statistics.median(ttfc["ttfc"]) * 1000,
+        "messages": ttfc["messages"],
+        "stream": stream["rate"],
+    }
+
+
+def _medians(rounds: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+
+
+async def run(report: Report, backend: str, workdir: Path) -> None:
+    """Measure `pai-grpc serve` on ``backend`` against a bare server, in alternating rounds.
+
+    Both servers run side by side; each round measures the served figures and
+    then the bare ones, and every figure is the median over :data:`ROUNDS`
+    (the machine's load changes from one second to the next).
+    """
+    url, schema = await _database(backend, workdir)
+    config = workdir / f"serve-{backend}.toml"
+    config.write_text("[limits]\nsends_per_second = 0\n\n[offline]\nchunk_delay = 0\n")
+    env = {**os.environ, "PAI_DATABASE_URL": url, "PAI_CONFIG": str(config)}
+    env.pop("ANTHROPIC_API_KEY", None)
+    cli = ("-m", "pai_grpc.cli", "--log-level", "WARNING")
+    served_rounds: list[dict[str, float]] = []
+    bare_rounds: list[dict[str, float]] = []
+    try:
+        done = await asyncio.create_subprocess_exec(sys.executable, *cli, "migrate", env=env)
+        if await done.wait() != 0:
+            raise RuntimeError("pai-grpc migrate failed")
+        address = f"127.0.0.1:{_free_port()}"
+        async with _process(*cli, "serve", "--address", address, env=env, address=address) as pid:
+            # The bare stream carries as many messages as a run does for the same words.
+            extra = int((await _load(address, "ttfc", 1, 1))["messages"]) - 1
+            bare_address = f"127.0.0.1:{_free_port()}"
+            port = bare_address.rsplit(":", 1)[1]
+            bare_args = ("-m", "pai_grpc.bench._bare", port, str(extra))
+            async with _process(*bare_args, address=bare_address) as bare_pid:
+                for _ in range(ROUNDS):
+                    served_rounds.append(await _measure(address, pid, SECONDS))
+                    bare_rounds.append(await _measure(bare_address, bare_pid, SECONDS))
+    finally:
+        await _drop(schema)
+    served, bare = _medians(served_rounds), _medians(bare_rounds)
+    section = f"{backend}/srv"
+    pattern = f"bare 1+{extra + 1}"
+    report.add(
+        Result(section, f"baseline: bare pattern, {CLIENTS} clients", bare["rate"], "runs/s")
+    )
+    report.add(
+        Result(
+            section,
+            f"single-step runs, {CLIENTS} clients",
+            served["rate"],
+            "runs/s",
+            bare["rate"],
+            pattern,
+        )
+    )
+    report.add(
+        Result(
+            section,
+            "server CPU per run",
+            served["cpu_ms"],
+            "ms",
+            bare["cpu_ms"],
+            pattern,
+            note=f"bare: {bare['cpu_ms']:.2f} ms",
+        )
+    )
+    report.add(
+        Result(
+            section,
+            "Send -> first text delta (p50, one client)",
+            served["ttfc_ms"],
+            "ms",
+            bare["ttfc_ms"],
+            pattern,
+            note=f"bare: {bare['ttfc_ms']:.2f} ms, +{served['ttfc_ms'] - bare['ttfc_ms']:.2f} ms",
+        )
+    )
+    report.add(
+        Result(
+            section,
+            f"one stream of {STREAM_WORDS} text deltas",
+            served["stream"],
+            "deltas/s",
+            bare["stream"],
+            "bare stream",
+            note=f"bare: {bare['stream']:.0f} msgs/s",
+        )
+    )
