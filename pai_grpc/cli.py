@@ -52,7 +52,7 @@ def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
     from pai_grpc._exposure import check_exposure
     from pai_grpc.server import App, RunnerProcess
     from pai_grpc.telemetry import Telemetry, start_metrics, tracer_provider_from_settings
-    from storage import SchemaMismatch
+    from storage import SchemaMismatch, Unavailable
 
     settings = _settings(ns)
     if not runner_only:
@@ -98,7 +98,7 @@ def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
 
     try:
         asyncio.run(main())
-    except SchemaMismatch as e:
+    except (SchemaMismatch, Unavailable) as e:
         logging.getLogger("pai_grpc").error("cannot start: %s", e)
         return 2
     finally:

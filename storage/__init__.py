@@ -37,7 +37,7 @@ from storage._records import (
     WriteSet,
 )
 from storage._retention import RetentionPolicy, SweepReport
-from storage._retry import patient, retry_on_conflict
+from storage._retry import outage_delay, patient, retry_on_conflict
 from storage.errors import (
     ActiveRunLimit,
     InvalidJson,
@@ -104,6 +104,7 @@ __all__ = [
     "downgrade",
     "head_revision",
     "normalize_url",
+    "outage_delay",
     "patient",
     "retry_on_conflict",
     "strict_object",

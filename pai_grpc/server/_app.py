@@ -25,7 +25,7 @@ from pai_grpc.server._runs import RunService
 from pai_grpc.server._scope import ScopeResolver
 from pai_grpc.server._threads import ThreadService
 from pai_grpc.telemetry import Telemetry, rpc_interceptors, tracing
-from storage import Store, check_schema
+from storage import Store, Unavailable, check_schema, outage_delay
 
 log = logging.getLogger("pai_grpc.server")
 
@@ -88,6 +88,41 @@ def _sweeper(store: Store, settings: Settings, runtime: Runtime) -> Sweeper:
     )
 
 
+#: How long a starting process waits for an unreachable database before giving up.
+STARTUP_DATABASE_WAIT = 120.0
+
+
+async def _check_schema_when_reachable(store: Store, wait: float = STARTUP_DATABASE_WAIT) -> None:
+    """Check the schema, first waiting out an unreachable database (at most ``wait`` seconds).
+
+    A replacement runner or server can start in the middle of a database
+    restart, a failover or a rollout of both; exiting then would only make
+    its supervisor restart it into the same outage. A wrong schema still
+    fails at once.
+
+    Raises:
+        storage.Unavailable: the database stayed unreachable for ``wait``.
+        storage.SchemaMismatch: the database is not at this code's revision.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    attempt = 0
+    while True:
+        try:
+            await check_schema(store)
+        except Unavailable as e:
+            if loop.time() >= deadline:
+                raise
+            if attempt == 0:
+                log.warning("waiting up to %.0fs for the database: %s", wait, e)
+            await asyncio.sleep(outage_delay(attempt))
+            attempt += 1
+            continue
+        if attempt:
+            log.info("the database is reachable; starting")
+        return
+
+
 class App:
     """One server process: the gRPC server plus (by default) an embedded runner."""
 
@@ -133,7 +168,7 @@ class App:
                 (unless ``settings.insecure_dev``); nothing was started.
         """
         check_exposure(self.settings)
-        await check_schema(self.store)
+        await _check_schema_when_reachable(self.store)
         if self.settings.tls is not None:
             self.settings.tls.configuration()  # unusable TLS files fail before anything starts
         if self.settings.http_address is not None:
@@ -322,7 +357,7 @@ class RunnerProcess:
 
     async def start(self) -> None:
         """Check the schema and start claiming (and sweeping)."""
-        await check_schema(self.store)
+        await _check_schema_when_reachable(self.store)
         await self.runtime.services.signals.start()
         self.runner.start()
         self.sweeper.start()

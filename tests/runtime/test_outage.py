@@ -22,8 +22,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from pai.v1 import runs_pb2
 from pai.v1 import thread_service_pb2 as tpb
+from pai.v1 import thread_service_pb2_grpc as tgrpc
+from pai_grpc.config import Settings
 from pai_grpc.models import ScriptedModel
-from pai_grpc.testing import serve_in_process
+from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
+from pai_grpc.server import App
+from pai_grpc.testing import migrated_store, serve_in_process
 from tests.conftest import rich_status
 from tests.processes import free_port
 from tests.runtime.support import new_thread, send, transcript, wait_run
@@ -142,3 +146,34 @@ async def test_an_outage_is_unavailable_not_serving_and_runs_resume_on_return(
         # Resumed on the database's return, far before the 60 s lease would expire.
         assert resumed_after < 30, resumed_after
         assert await transcript(srv, thread_id) == [("user", "go"), ("assistant", words)]
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+async def test_a_process_starting_while_the_database_is_down_waits_for_it(
+    cluster: Cluster,
+) -> None:
+    # A replacement runner or server can start in the middle of a database
+    # restart (a rollout, a failover): it must wait, not exit.
+    store = await migrated_store(cluster.url)
+    await store.close()
+    await asyncio.to_thread(cluster.stop)
+    app = App(
+        Settings(address="127.0.0.1:0", database_url=cluster.url),
+        AgentRegistry([Agent(name=DEFAULT_AGENT, model=ScriptedModel(["back"]))]),
+    )
+    starting = asyncio.create_task(app.start())
+    try:
+        await asyncio.sleep(1.5)
+        assert not starting.done(), starting  # still waiting: neither started nor failed
+        await asyncio.to_thread(cluster.start)
+        port = await asyncio.wait_for(starting, 30)
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            assert await _health(channel) == health_pb2.HealthCheckResponse.SERVING
+            threads = tgrpc.ThreadServiceStub(channel)
+            thread = (await threads.CreateThread(tpb.CreateThreadRequest())).thread
+            assert thread.id
+    finally:
+        if not starting.done():
+            starting.cancel()
+        await app.stop(grace=1.0)
