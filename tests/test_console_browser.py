@@ -347,7 +347,8 @@ async def test_console_in_a_browser(
     assert seen["hidden"] == ["true", "false"]
     assert seen["live_text"] == "streamed reply to hello browser"
     assert seen["waiting_status"] == "waiting"
-    assert seen["dropped"] == 1
+    # At least the run's stream was cut (a thread watch the page keeps may be cut with it).
+    assert seen["dropped"] >= 1
     assert seen["reconnects"] == "1"
     # Resumed by seq: the text before the drop once, then the rest.
     assert seen["resumed_text"] == "about to clean up. cleanup finished", seen["timeline"]
