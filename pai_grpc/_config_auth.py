@@ -14,7 +14,9 @@ import ipaddress
 import re
 from typing import Annotated, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from pai_grpc._config_table import Table
 
 #: Prefix of a static token stored as the hex SHA-256 of the token.
 TOKEN_HASH_PREFIX = "sha256:"
@@ -46,16 +48,6 @@ def hash_token(token: str) -> str:
     return TOKEN_HASH_PREFIX + hashlib.sha256(token.encode()).hexdigest()
 
 
-class _AuthTable(BaseModel):
-    """One TOML table: closed and strictly typed (the same rules as every other table).
-
-    Declared here rather than imported from ``_config_file``, which imports
-    this module: the two modules must not import each other.
-    """
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
 def _check_hashed_keys(table: dict[str, str]) -> dict[str, str]:
     for key in table:
         if key.startswith(TOKEN_HASH_PREFIX) and not _HEX64.fullmatch(
@@ -69,7 +61,7 @@ def _check_hashed_keys(table: dict[str, str]) -> dict[str, str]:
     return table
 
 
-class JwtTable(_AuthTable):
+class JwtTable(Table):
     """JWT bearer tokens, verified with keys from a local file (re-read when it changes).
 
     Exactly one of ``jwks_file``, ``public_key_file``, ``secret_file``; a
@@ -136,7 +128,7 @@ class JwtTable(_AuthTable):
         return self
 
 
-class MtlsTable(_AuthTable):
+class MtlsTable(Table):
     """The client certificate of an mTLS connection (the server must ask for one)."""
 
     identity: PeerIdentityKind = Field(
@@ -164,7 +156,7 @@ def _check_admins(admins: list[str], scopes: dict[str, str]) -> None:
         raise ValueError(f"admin_identities {missing} have no entry in scopes")
 
 
-class ForwardedTable(_AuthTable):
+class ForwardedTable(Table):
     """An identity header set by a trusted mesh sidecar (honoured only from `trusted_peers`)."""
 
     header: str = Field(
@@ -222,7 +214,7 @@ class ForwardedTable(_AuthTable):
         return self
 
 
-class AuthTable(_AuthTable):
+class AuthTable(Table):
     """Who callers are and the scopes they get (none configured: local dev mode)."""
 
     tokens: dict[str, Scope] = Field(

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeAlias, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
 from pai_grpc._config_auth import AuthTable
@@ -29,6 +29,7 @@ from pai_grpc._config_http import HttpTable
 from pai_grpc._config_limits import LimitsTable
 from pai_grpc._config_metrics import MetricsTable
 from pai_grpc._config_retention import RetentionTable
+from pai_grpc._config_table import Table
 from pai_grpc._config_telemetry import TelemetryTable
 from pai_grpc._config_tls import ClientTlsTable, ServerTable, ServerTlsTable
 
@@ -57,13 +58,7 @@ FailureMode: TypeAlias = Literal["closed", "open"]
 JsonTable: TypeAlias = dict[str, Any]
 
 
-class _Table(BaseModel):
-    """One TOML table: closed (unknown keys are errors) and strictly typed."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class RunnerTable(_Table):
+class RunnerTable(Table):
     """How runs are executed."""
 
     concurrency: int = Field(32, ge=1, description="Executions one runner holds at once.")
@@ -75,7 +70,7 @@ class RunnerTable(_Table):
     )
 
 
-class OfflineTable(_Table):
+class OfflineTable(Table):
     """The labelled offline stand-in model."""
 
     chunk_delay: float = Field(
@@ -83,7 +78,7 @@ class OfflineTable(_Table):
     )
 
 
-class MemoryTable(_Table):
+class MemoryTable(Table):
     """Byte bounds of what the server keeps in memory."""
 
     run_event_buffer_bytes: int = Field(
@@ -100,7 +95,7 @@ class MemoryTable(_Table):
     )
 
 
-class HookHostTable(_Table):
+class HookHostTable(Table):
     """The HookHostService remote lifecycle plugins call back."""
 
     address: str = Field("127.0.0.1:0", description="`HOST:PORT` it listens on.")
@@ -110,7 +105,7 @@ class HookHostTable(_Table):
     )
 
 
-class ModelSettingsTable(_Table):
+class ModelSettingsTable(Table):
     """Portable generation settings (mirrors ``pai_grpc.domain.ModelSettings``)."""
 
     max_output_tokens: int | None = Field(None, description="Output token ceiling.")
@@ -124,7 +119,7 @@ class ModelSettingsTable(_Table):
     max_retries: int | None = Field(None, description="Provider call retries.")
 
 
-class ContractTable(_Table):
+class ContractTable(Table):
     """JSON Schemas of an agent's metadata bags and application data parts."""
 
     thread_metadata: JsonTable | None = Field(None, description="Schema of thread metadata.")
@@ -145,7 +140,7 @@ class ContractTable(_Table):
     )
 
 
-class PhasePolicyTable(_Table):
+class PhasePolicyTable(Table):
     """One phase's policy of a plugin; unset keys inherit the plugin's."""
 
     timeout_ms: float | None = Field(
@@ -156,7 +151,7 @@ class PhasePolicyTable(_Table):
     )
 
 
-class PluginHook(_Table):
+class PluginHook(Table):
     """A remote LifecyclePluginService, any language."""
 
     kind: Literal["plugin"]
@@ -182,7 +177,7 @@ class PluginHook(_Table):
     tls: ClientTlsTable | None = Field(None, description="TLS of the channel to the plugin.")
 
 
-class QuotaHook(_Table):
+class QuotaHook(Table):
     """A per-thread run quota (prepare_run guardrail)."""
 
     kind: Literal["quota"]
@@ -198,7 +193,7 @@ class QuotaHook(_Table):
     name: str = Field("quota", description="Hook name in diagnostics.")
 
 
-class RecentWindowHook(_Table):
+class RecentWindowHook(Table):
     """Keep only the newest model messages of the context."""
 
     kind: Literal["recent_window"]
@@ -206,7 +201,7 @@ class RecentWindowHook(_Table):
     name: str = Field("recent_window", description="Hook name in diagnostics.")
 
 
-class CompactionHook(_Table):
+class CompactionHook(Table):
     """Summarise older context once it grows past a threshold."""
 
     kind: Literal["compaction"]
@@ -225,7 +220,7 @@ class CompactionHook(_Table):
     name: str = Field("compaction", description="Hook name in diagnostics.")
 
 
-class RedactSecretsHook(_Table):
+class RedactSecretsHook(Table):
     """Redact secrets from text and reasoning as a canonical transform."""
 
     kind: Literal["redact_secrets"]
@@ -238,7 +233,7 @@ class RedactSecretsHook(_Table):
     name: str = Field("redact_secrets", description="Hook name in diagnostics.")
 
 
-class ModelFallbackHook(_Table):
+class ModelFallbackHook(Table):
     """Call a fallback model when the primary fails before producing output."""
 
     kind: Literal["model_fallback"]
@@ -249,7 +244,7 @@ class ModelFallbackHook(_Table):
     name: str = Field("model_fallback", description="Hook name in diagnostics.")
 
 
-class PythonHook(_Table):
+class PythonHook(Table):
     """Your own ``AgentLifecycle``, imported from Python."""
 
     kind: Literal["python"]
@@ -281,7 +276,7 @@ LifecycleEntry: TypeAlias = Annotated[
 ]
 
 
-class AgentTable(_Table):
+class AgentTable(Table):
     """One agent."""
 
     model: str = Field(
@@ -311,7 +306,7 @@ class AgentTable(_Table):
     )
 
 
-class ToolTable(_Table):
+class ToolTable(Table):
     """A client tool (the client submits its result)."""
 
     kind: Literal["client"] = Field(
@@ -336,7 +331,7 @@ class ToolTable(_Table):
         return kind
 
 
-class ToolServerTable(_Table):
+class ToolServerTable(Table):
     """A remote ToolService with backend tools."""
 
     address: str = Field(min_length=1, description="`HOST:PORT` of the ToolService.")
@@ -349,7 +344,7 @@ class ToolServerTable(_Table):
     )
 
 
-class ConfigFile(_Table):
+class ConfigFile(Table):
     """The whole TOML config file."""
 
     default_agent: str | None = Field(

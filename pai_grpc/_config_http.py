@@ -6,17 +6,13 @@ module stays small; the table is closed and strict like every other one.
 
 from __future__ import annotations
 
-import re
+from pydantic import Field, field_validator
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-_HOST_PORT = re.compile(r"^\[?[^\s\]]*\]?:\d{1,5}$")
+from pai_grpc._config_table import Table, check_host_port
 
 
-class HttpTable(BaseModel):
+class HttpTable(Table):
     """The API over Connect and gRPC-Web, and the web console (off by default)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     address: str | None = Field(
         None,
@@ -36,9 +32,7 @@ class HttpTable(BaseModel):
     @field_validator("address")
     @classmethod
     def _host_port(cls, value: str | None) -> str | None:
-        if value is not None and not _HOST_PORT.match(value):
-            raise ValueError(f"expected HOST:PORT, got {value!r}")
-        return value
+        return check_host_port(value)
 
 
 __all__ = ["HttpTable"]

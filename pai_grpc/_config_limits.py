@@ -6,7 +6,9 @@ its models are closed and strict like every table there.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from pai_grpc._config_table import Table
 
 #: Defaults: generous enough for any one person's use, low enough that a runaway
 #: client of one scope cannot fill the database or starve the other scopes.
@@ -15,11 +17,8 @@ DEFAULT_SENDS_PER_SECOND = 50.0
 DEFAULT_SEND_BURST = 100
 
 
-class LimitsTable(BaseModel):
+class LimitsTable(Table):
     """Per-scope limits; exceeding one answers RESOURCE_EXHAUSTED with RetryInfo."""
-
-    # The same closed, strict, frozen shape as every config table (``_Table``).
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     max_active_runs_per_scope: int = Field(
         DEFAULT_MAX_ACTIVE_RUNS_PER_SCOPE,

@@ -9,7 +9,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from pai_grpc._config_table import Table
 
 if TYPE_CHECKING:
     from storage import RetentionPolicy
@@ -20,11 +22,8 @@ DEFAULT_SWEEP_INTERVAL = 60.0
 DEFAULT_BATCH_ROWS = 5000
 
 
-class RetentionTable(BaseModel):
+class RetentionTable(Table):
     """Bounded storage growth: what the sweeper removes, and how often it runs."""
-
-    # The same closed, strict, frozen shape as every config table (``_Table``).
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     events_after_terminal: float = Field(
         DEFAULT_EVENTS_AFTER_TERMINAL,

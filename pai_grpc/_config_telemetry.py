@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from pai_grpc._config_table import Table
 
 TracesExporter: TypeAlias = Literal["none", "otlp", "console", "jsonl"]
 SamplerName: TypeAlias = Literal[
@@ -24,12 +26,11 @@ SamplerName: TypeAlias = Literal[
 ]
 
 
-class TelemetryTable(BaseModel):
+class TelemetryTable(Table):
     """Traces: the service name, the exporter and the sampler."""
 
     # The same closed, strict table as the config file's others (that module
     # imports this one, so it cannot share their base class).
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     service_name: str = Field(
         "pai-grpc",

@@ -8,17 +8,13 @@ into the neutral :mod:`pai_grpc._wire` settings the listeners and channels use.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from pai_grpc._config_table import Table
 from pai_grpc._wire import ClientTls, Keepalive, ServerTls
 
 
-class _Table(BaseModel):
-    # As ``_config_file._Table`` (which imports this module, so cannot be imported here).
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class ServerTlsTable(_Table):
+class ServerTlsTable(Table):
     """TLS of a listener; certificates are reloaded from disk when they change."""
 
     cert_file: str = Field(
@@ -55,7 +51,7 @@ class ServerTlsTable(_Table):
         )
 
 
-class ClientTlsTable(_Table):
+class ClientTlsTable(Table):
     """TLS of a channel to a plugin or tool server (with a cert and key: mutual TLS)."""
 
     ca_file: str | None = Field(
@@ -87,7 +83,7 @@ class ClientTlsTable(_Table):
         )
 
 
-class ServerTable(_Table):
+class ServerTable(Table):
     """Keepalive and connection age of the API port (0 turns a limit off)."""
 
     keepalive_time_seconds: float = Field(
