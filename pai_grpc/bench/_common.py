@@ -3,18 +3,75 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import socket
 import statistics
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from storage import Store, upgrade
 
 POSTGRES_URL = os.environ.get("PAI_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def bench_database(backend: str, workdir: Path, name: str) -> tuple[str, str | None]:
+    """A fresh database for one measurement: its URL, and the PostgreSQL schema to drop after."""
+    if backend == "sqlite":
+        return f"sqlite:///{workdir / f'{name}-{time.time_ns()}.db'}", None
+    import asyncpg
+
+    schema = f"bench_{name}_{time.time_ns()}"
+    conn = await asyncpg.connect(POSTGRES_URL)
+    await conn.execute(f"CREATE SCHEMA {schema}")
+    await conn.close()
+    return f"{POSTGRES_URL}?schema={schema}", schema
+
+
+async def drop_schema(schema: str | None) -> None:
+    """Drop what :func:`bench_database` made on PostgreSQL (SQLite files stay in the workdir)."""
+    if schema is None:
+        return
+    import asyncpg
+
+    conn = await asyncpg.connect(POSTGRES_URL)
+    await conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    await conn.close()
+
+
+async def load(
+    address: str, mode: str, clients: int, seconds: float, words: int = 0
+) -> dict[str, Any]:
+    """Run the load generator in its own process and return what it measured."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "pai_grpc.bench._client",
+        address,
+        mode,
+        str(clients),
+        str(seconds),
+        str(words),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"load generator failed ({proc.returncode})")
+    result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+    return result
 
 
 @dataclass

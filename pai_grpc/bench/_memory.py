@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pai.v1 import parts_pb2, run_service_pb2, run_service_pb2_grpc
 from pai.v1 import thread_service_pb2 as tpb
 from pai.v1 import thread_service_pb2_grpc as tgrpc
-from pai_grpc.bench._common import POSTGRES_URL, Report, Result
+from pai_grpc.bench._common import Report, Result, bench_database, drop_schema, free_port
 
 THREADS = 50
 RUNS_PER_THREAD = 200
@@ -43,34 +42,6 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError(f"no VmRSS for {pid}")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def _database(backend: str, workdir: Path) -> tuple[str, str | None]:
-    if backend == "sqlite":
-        return f"sqlite:///{workdir / f'memory-{time.time_ns()}.db'}", None
-    import asyncpg
-
-    schema = f"bench_memory_{time.time_ns()}"
-    conn = await asyncpg.connect(POSTGRES_URL)
-    await conn.execute(f"CREATE SCHEMA {schema}")
-    await conn.close()
-    return f"{POSTGRES_URL}?schema={schema}", schema
-
-
-async def _drop(schema: str | None) -> None:
-    if schema is None:
-        return
-    import asyncpg
-
-    conn = await asyncpg.connect(POSTGRES_URL)
-    await conn.execute(f"DROP SCHEMA {schema} CASCADE")
-    await conn.close()
 
 
 async def _ready(address: str, proc: asyncio.subprocess.Process) -> None:
@@ -125,7 +96,7 @@ async def _drive(address: str, pid: int) -> tuple[dict[int, float], float]:
 
 async def run(report: Report, backend: str, workdir: Path) -> None:
     """Measure one backend."""
-    url, schema = await _database(backend, workdir)
+    url, schema = await bench_database(backend, workdir, "memory")
     config = workdir / f"memory-{backend}.toml"
     config.write_text(
         "[offline]\nchunk_delay = 0\n\n"
@@ -136,7 +107,7 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
     )
     env = {**os.environ, "PAI_DATABASE_URL": url, "PAI_CONFIG": str(config)}
     env.pop("ANTHROPIC_API_KEY", None)
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     exe = [sys.executable, "-m", "pai_grpc.cli"]
     migrate = await asyncio.create_subprocess_exec(
         *exe,
@@ -190,4 +161,4 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
                 proc.kill()
                 await proc.wait()
         log.close()
-        await _drop(schema)
+        await drop_schema(schema)

@@ -12,21 +12,18 @@ process's user+system CPU time (``/proc/PID/stat``) over the runs it served.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import socket
 import statistics
 import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from pai_grpc.bench._common import POSTGRES_URL, Report, Result
+from pai_grpc.bench._common import Report, Result, bench_database, drop_schema, free_port, load
 
 CLIENTS = 16
 SECONDS = 3.0
@@ -35,12 +32,6 @@ ROUNDS = 3
 #: Words sent for the long stream: the offline model echoes one delta per word.
 STREAM_WORDS = 2_000
 TTFC_RUNS = 60
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def cpu_seconds(pid: int) -> float:
@@ -88,54 +79,13 @@ async def _process(
                 await proc.wait()
 
 
-async def _database(backend: str, workdir: Path) -> tuple[str, str | None]:
-    if backend == "sqlite":
-        return f"sqlite:///{workdir / f'serve-{time.time_ns()}.db'}", None
-    import asyncpg
-
-    schema = f"bench_serve_{time.time_ns()}"
-    conn = await asyncpg.connect(POSTGRES_URL)
-    await conn.execute(f"CREATE SCHEMA {schema}")
-    await conn.close()
-    return f"{POSTGRES_URL}?schema={schema}", schema
-
-
-async def _drop(schema: str | None) -> None:
-    if schema is None:
-        return
-    import asyncpg
-
-    conn = await asyncpg.connect(POSTGRES_URL)
-    await conn.execute(f"DROP SCHEMA {schema} CASCADE")
-    await conn.close()
-
-
-async def _load(address: str, mode: str, clients: int, seconds: float, words: int = 0) -> Any:
-    """The load generator in its own process; what it measured."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "pai_grpc.bench._client",
-        address,
-        mode,
-        str(clients),
-        str(seconds),
-        str(words),
-        stdout=asyncio.subprocess.PIPE,
-    )
-    out, _ = await proc.communicate()
-    if proc.returncode != 0:
-        raise RuntimeError(f"load generator failed ({proc.returncode})")
-    return json.loads(out.decode().strip().splitlines()[-1])
-
-
 async def _measure(address: str, pid: int, seconds: float) -> dict[str, float]:
     """Runs/s and CPU per run (16 clients), first-delta p50 (one client), one long stream."""
-    ttfc = await _load(address, "ttfc", 1, TTFC_RUNS)
+    ttfc = await load(address, "ttfc", 1, TTFC_RUNS)
     before = cpu_seconds(pid)
-    runs = await _load(address, "runs", CLIENTS, seconds)
+    runs = await load(address, "runs", CLIENTS, seconds)
     cpu = cpu_seconds(pid) - before
-    stream = await _load(address, "stream", 1, 3, STREAM_WORDS)
+    stream = await load(address, "stream", 1, 3, STREAM_WORDS)
     return {
         "rate": runs["rate"],
         # The warm-up runs of each client count too: they ran inside the CPU window.
@@ -157,7 +107,7 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
     then the bare ones, and every figure is the median over :data:`ROUNDS`
     (the machine's load changes from one second to the next).
     """
-    url, schema = await _database(backend, workdir)
+    url, schema = await bench_database(backend, workdir, "serve")
     config = workdir / f"serve-{backend}.toml"
     config.write_text("[limits]\nsends_per_second = 0\n\n[offline]\nchunk_delay = 0\n")
     env = {**os.environ, "PAI_DATABASE_URL": url, "PAI_CONFIG": str(config)}
@@ -169,11 +119,11 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
         done = await asyncio.create_subprocess_exec(sys.executable, *cli, "migrate", env=env)
         if await done.wait() != 0:
             raise RuntimeError("pai-grpc migrate failed")
-        address = f"127.0.0.1:{_free_port()}"
+        address = f"127.0.0.1:{free_port()}"
         async with _process(*cli, "serve", "--address", address, env=env, address=address) as pid:
             # The bare stream carries as many messages as a run does for the same words.
-            extra = int((await _load(address, "ttfc", 1, 1))["messages"]) - 1
-            bare_address = f"127.0.0.1:{_free_port()}"
+            extra = int((await load(address, "ttfc", 1, 1))["messages"]) - 1
+            bare_address = f"127.0.0.1:{free_port()}"
             port = bare_address.rsplit(":", 1)[1]
             bare_args = ("-m", "pai_grpc.bench._bare", port, str(extra))
             async with _process(*bare_args, address=bare_address) as bare_pid:
@@ -181,7 +131,7 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
                     served_rounds.append(await _measure(address, pid, SECONDS))
                     bare_rounds.append(await _measure(bare_address, bare_pid, SECONDS))
     finally:
-        await _drop(schema)
+        await drop_schema(schema)
     served, bare = _medians(served_rounds), _medians(bare_rounds)
     section = f"{backend}/srv"
     pattern = f"bare 1+{extra + 1}"

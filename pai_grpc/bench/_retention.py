@@ -25,8 +25,7 @@ from pai.v1 import parts_pb2, run_service_pb2, run_service_pb2_grpc, runs_pb2
 from pai.v1 import thread_service_pb2 as tpb
 from pai.v1 import thread_service_pb2_grpc as tgrpc
 from pai_grpc._config_retention import RetentionTable
-from pai_grpc.bench._common import POSTGRES_URL, Report, Result
-from pai_grpc.bench._runs import _load
+from pai_grpc.bench._common import Report, Result, bench_database, drop_schema, load
 from pai_grpc.config import ConfigFile, Settings
 from pai_grpc.convert import run_event_to_proto
 from pai_grpc.domain import StepStreamChunk, TextDeltaChunk, new_id
@@ -65,17 +64,7 @@ def _reply(call: ModelCall) -> list[StepStreamChunk]:
 
 
 async def _app(backend: str, workdir: Path) -> tuple[App, str | None]:
-    schema = None
-    if backend == "sqlite":
-        url = f"sqlite:///{workdir / f'retention-{time.time_ns()}.db'}"
-    else:
-        import asyncpg
-
-        schema = f"bench_retention_{time.time_ns()}"
-        conn = await asyncpg.connect(POSTGRES_URL)
-        await conn.execute(f"CREATE SCHEMA {schema}")
-        await conn.close()
-        url = f"{POSTGRES_URL}?schema={schema}"
+    url, schema = await bench_database(backend, workdir, "retention")
     store = Store.open(url, pool_size=40)
     await upgrade(store)
     settings = Settings(
@@ -90,15 +79,6 @@ async def _app(backend: str, workdir: Path) -> tuple[App, str | None]:
     app = App(settings, agents, store=store)
     await app.start()
     return app, schema
-
-
-async def _drop(schema: str | None) -> None:
-    if schema is not None:
-        import asyncpg
-
-        conn = await asyncpg.connect(POSTGRES_URL)
-        await conn.execute(f"DROP SCHEMA {schema} CASCADE")
-        await conn.close()
 
 
 async def _runs_of(app: App, tokens: int, n: int) -> list[str]:
@@ -245,7 +225,7 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
         backlog = await _backlog(store, template, BACKLOG_RUNS)
         address = f"127.0.0.1:{app.port}"
         # Quiet, sweeping, quiet again: the baseline is the mean of the two quiet windows.
-        quiet = [(await _load(address, "runs", CLIENTS, SECONDS))["rate"]]
+        quiet = [(await load(address, "runs", CLIENTS, SECONDS))["rate"]]
         rows_before = (await _footprint(store, backlog))[0]
 
         async def sweeping() -> None:
@@ -256,13 +236,13 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
 
         task = asyncio.create_task(sweeping())
         try:
-            busy = (await _load(address, "runs", CLIENTS, SECONDS))["rate"]
+            busy = (await load(address, "runs", CLIENTS, SECONDS))["rate"]
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         removed = round((rows_before - (await _footprint(store, backlog))[0]) * len(backlog))
-        quiet.append((await _load(address, "runs", CLIENTS, SECONDS))["rate"])
+        quiet.append((await load(address, "runs", CLIENTS, SECONDS))["rate"])
         base = sum(quiet) / 2
         report.add(
             Result(
@@ -286,4 +266,4 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
         )
     finally:
         await app.stop(grace=1)
-        await _drop(schema)
+        await drop_schema(schema)

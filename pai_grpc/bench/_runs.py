@@ -9,15 +9,18 @@ concurrency, and time-to-first-chunk calling the same model directly.
 
 from __future__ import annotations
 
-import asyncio
-import json
-import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from pai_grpc.bench import _process
-from pai_grpc.bench._common import POSTGRES_URL, Report, Result, median_ms
+from pai_grpc.bench._common import (
+    Report,
+    Result,
+    bench_database,
+    drop_schema,
+    load,
+    median_ms,
+)
 from pai_grpc.config import Settings
 from pai_grpc.domain import StepStreamChunk, TextDeltaChunk
 from pai_grpc.models import ModelCall, ScriptedModel, last_user_text, text_step
@@ -51,17 +54,7 @@ def _model() -> ScriptedModel:
 async def _app(
     backend: str, workdir: Path, telemetry: Telemetry | None = None
 ) -> tuple[App, str | None]:
-    schema = None
-    if backend == "sqlite":
-        url = f"sqlite:///{workdir / f'runs-{time.time_ns()}.db'}"
-    else:
-        import asyncpg
-
-        schema = f"bench_runs_{time.time_ns()}"
-        conn = await asyncpg.connect(POSTGRES_URL)
-        await conn.execute(f"CREATE SCHEMA {schema}")
-        await conn.close()
-        url = f"{POSTGRES_URL}?schema={schema}"
+    url, schema = await bench_database(backend, workdir, "runs")
     store = Store.open(url, pool_size=40)
     await upgrade(store)
     app = App(
@@ -78,35 +71,6 @@ async def _app(
     return app, schema
 
 
-async def _drop(schema: str | None) -> None:
-    if schema is None:
-        return
-    import asyncpg
-
-    conn = await asyncpg.connect(POSTGRES_URL)
-    await conn.execute(f"DROP SCHEMA {schema} CASCADE")
-    await conn.close()
-
-
-async def _load(address: str, mode: str, clients: int, seconds: float) -> dict[str, Any]:
-    """Run the load generator in its own process and return what it measured."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "pai_grpc.bench._client",
-        address,
-        mode,
-        str(clients),
-        str(seconds),
-        stdout=asyncio.subprocess.PIPE,
-    )
-    out, _ = await proc.communicate()
-    if proc.returncode != 0:
-        raise RuntimeError(f"load generator failed ({proc.returncode})")
-    result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
-    return result
-
-
 async def run(report: Report, backend: str, workdir: Path) -> None:
     """Measure one backend: served by its own process, then in process."""
     print(f"  -- {backend}: pai-grpc serve in its own process, load in another", flush=True)
@@ -119,9 +83,9 @@ async def _in_process(report: Report, backend: str, workdir: Path) -> None:
     app, schema = await _app(backend, workdir)
     address = f"127.0.0.1:{app.port}"
     try:
-        base = (await _load(address, "unary", CLIENTS, 2.0))["rate"]
+        base = (await load(address, "unary", CLIENTS, 2.0))["rate"]
         report.add(Result(backend, f"baseline: unary RPCs, {CLIENTS} clients", base, "rpc/s"))
-        value = (await _load(address, "runs", CLIENTS, SECONDS))["rate"]
+        value = (await load(address, "runs", CLIENTS, SECONDS))["rate"]
         report.add(
             Result(
                 backend,
@@ -133,7 +97,7 @@ async def _in_process(report: Report, backend: str, workdir: Path) -> None:
                 note="Send -> StreamRun to terminal; clients in another process",
             )
         )
-        stream_rate = (await _load(address, "stream", 1, 3))["rate"]
+        stream_rate = (await load(address, "stream", 1, 3))["rate"]
         report.add(
             Result(
                 backend,
@@ -144,7 +108,7 @@ async def _in_process(report: Report, backend: str, workdir: Path) -> None:
                 "unary",
             )
         )
-        samples = (await _load(address, "ttfc", 1, 60))["ttfc"]
+        samples = (await load(address, "ttfc", 1, 60))["ttfc"]
         model = _model()
         direct: list[float] = []
         for _ in range(60):
@@ -162,4 +126,4 @@ async def _in_process(report: Report, backend: str, workdir: Path) -> None:
         )
     finally:
         await app.stop(grace=1)
-        await _drop(schema)
+        await drop_schema(schema)

@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from pai_grpc.bench._common import Report, Result
-from pai_grpc.bench._runs import CLIENTS, _app, _drop, _load
+from pai_grpc.bench._common import Report, Result, drop_schema, load
+from pai_grpc.bench._runs import CLIENTS, _app
 from pai_grpc.telemetry import Telemetry
 from pai_grpc.telemetry import meter_provider as service_meter_provider
 
@@ -29,11 +29,11 @@ ROUNDS = 2
 async def _runs_per_second(backend: str, workdir: Path, telemetry: Telemetry | None) -> float:
     app, schema = await _app(backend, workdir, telemetry)
     try:
-        await _load(f"127.0.0.1:{app.port}", "runs", CLIENTS, 1.0)  # warm up
-        return float((await _load(f"127.0.0.1:{app.port}", "runs", CLIENTS, SECONDS))["rate"])
+        await load(f"127.0.0.1:{app.port}", "runs", CLIENTS, 1.0)  # warm up
+        return float((await load(f"127.0.0.1:{app.port}", "runs", CLIENTS, SECONDS))["rate"])
     finally:
         await app.stop(grace=1.0)
-        await _drop(schema)
+        await drop_schema(schema)
 
 
 async def run(report: Report, backend: str, workdir: Path) -> None:
