@@ -107,6 +107,23 @@ class CertificateAuthority:
         ]
         return self._issue(stem, name, sans, ExtendedKeyUsageOID.CLIENT_AUTH)
 
+    def issue(
+        self,
+        stem: Path,
+        common_name: str,
+        *,
+        uris: tuple[str, ...] = (),
+        dns: tuple[str, ...] = (),
+        ips: tuple[str, ...] = (),
+        server: bool = False,
+    ) -> Issued:
+        """A leaf for ``common_name`` with exactly these SANs (URI SANs carry SPIFFE IDs)."""
+        sans: list[x509.GeneralName] = [x509.UniformResourceIdentifier(u) for u in uris]
+        sans += [x509.DNSName(d) for d in dns]
+        sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+        return self._issue(stem, common_name, sans, usage)
+
     def _issue(
         self,
         stem: Path,
@@ -116,7 +133,7 @@ class CertificateAuthority:
     ) -> Issued:
         key = _key()
         now = datetime.datetime.now(datetime.UTC)
-        cert = (
+        builder = (
             x509.CertificateBuilder()
             .subject_name(_name(common_name))
             .issuer_name(self.cert.subject)
@@ -124,11 +141,12 @@ class CertificateAuthority:
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - _DAY)
             .not_valid_after(now + 30 * _DAY)
-            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-            .sign(self.key, hashes.SHA256())
         )
+        if sans:  # without SANs a peer is known by its subject CN alone
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        cert = builder.sign(self.key, hashes.SHA256())
         cert_pem = cert.public_bytes(serialization.Encoding.PEM) + self.pem
         key_pem = _pem_key(key)
         stem.parent.mkdir(parents=True, exist_ok=True)

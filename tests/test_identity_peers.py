@@ -25,7 +25,6 @@ from pai_grpc.models import OfflineModel
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.server import App
 from pai_grpc.testing import InProcessServer, migrated_store, serve_in_process
-from tests._certs_identity import Issued, TestCA
 from tests._identity_support import (
     Metadata,
     bearer,
@@ -36,6 +35,7 @@ from tests._identity_support import (
     refused,
     serve_with_config,
 )
+from tests.certs import CertificateAuthority, Issued
 
 APP_A = "spiffe://example.org/ns/a/sa/app"
 APP_B = "spiffe://example.org/ns/b/sa/app"
@@ -106,24 +106,23 @@ async def serve_on(
 
 
 @pytest.fixture(scope="module")
-def ca() -> TestCA:
-    return TestCA()
+def ca() -> CertificateAuthority:
+    return CertificateAuthority()
 
 
 @asynccontextmanager
 async def mtls_server(
-    database_url: str, config: ConfigFile, ca: TestCA, tmp_path: Path
+    database_url: str, config: ConfigFile, ca: CertificateAuthority, tmp_path: Path
 ) -> AsyncIterator[int]:
     """An App whose API port is configured for mutual TLS (``Settings.tls``, as ``[tls]`` sets)."""
     store = await migrated_store(database_url)
-    leaf = ca.issue("pai server", dns=("localhost",), ips=("127.0.0.1",), server=True)
-    files = {"cert": leaf.cert, "key": leaf.key, "ca": ca.cert}
-    for name, pem in files.items():
-        (tmp_path / f"server-{name}.pem").write_bytes(pem)
+    leaf = ca.issue(
+        tmp_path / "server", "pai server", dns=("localhost",), ips=("127.0.0.1",), server=True
+    )
     tls = ServerTls(
-        cert_file=str(tmp_path / "server-cert.pem"),
-        key_file=str(tmp_path / "server-key.pem"),
-        client_ca_file=str(tmp_path / "server-ca.pem"),
+        cert_file=str(leaf.cert_file),
+        key_file=str(leaf.key_file),
+        client_ca_file=str(ca.write(tmp_path / "server-ca.pem")),
         require_client_cert=True,
     )
     app = App(
@@ -139,10 +138,12 @@ async def mtls_server(
 
 
 @asynccontextmanager
-async def client(port: int, ca: TestCA, cert: Issued) -> AsyncIterator[InProcessServer]:
+async def client(
+    port: int, ca: CertificateAuthority, cert: Issued
+) -> AsyncIterator[InProcessServer]:
     """A TLS channel presenting ``cert`` (stubs in an InProcessServer without an app)."""
     credentials = grpc.ssl_channel_credentials(
-        root_certificates=ca.cert, private_key=cert.key, certificate_chain=cert.cert
+        root_certificates=ca.pem, private_key=cert.key_pem, certificate_chain=cert.cert_pem
     )
     channel = grpc.aio.secure_channel(f"127.0.0.1:{port}", credentials)
     try:
@@ -157,7 +158,7 @@ async def client(port: int, ca: TestCA, cert: Issued) -> AsyncIterator[InProcess
 
 
 async def test_mtls_spiffe_identity_maps_to_scope(
-    database_url: str, tmp_path: Path, ca: TestCA
+    database_url: str, tmp_path: Path, ca: CertificateAuthority
 ) -> None:
     config = config_file(
         tmp_path / "pai.toml",
@@ -165,9 +166,9 @@ async def test_mtls_spiffe_identity_maps_to_scope(
         f'[auth.mtls]\nscopes = {{ "{APP_A}" = "scope-a", "{APP_B}" = "scope-b" }}\n'
         f'admin_identities = ["{APP_A}"]\n',
     )
-    a = ca.issue("app-a", uris=(APP_A,))
-    b = ca.issue("app-b", uris=(APP_B,), dns=("b.example.org",))
-    unknown = ca.issue("app-u", uris=(APP_U,))
+    a = ca.issue(tmp_path / "app-a", "app-a", uris=(APP_A,))
+    b = ca.issue(tmp_path / "app-b", "app-b", uris=(APP_B,), dns=("b.example.org",))
+    unknown = ca.issue(tmp_path / "app-u", "app-u", uris=(APP_U,))
     none: Metadata = ()
     async with mtls_server(database_url, config, ca, tmp_path) as port:
         async with client(port, ca, a) as as_a, client(port, ca, b) as as_b:
@@ -192,16 +193,18 @@ async def test_mtls_spiffe_identity_maps_to_scope(
             assert got[:2] == (grpc.StatusCode.UNAUTHENTICATED, "UNKNOWN_PEER_IDENTITY")
 
 
-async def test_mtls_common_name_identity(sqlite_url: str, tmp_path: Path, ca: TestCA) -> None:
+async def test_mtls_common_name_identity(
+    sqlite_url: str, tmp_path: Path, ca: CertificateAuthority
+) -> None:
     config = config_file(
         tmp_path / "pai.toml",
         '[auth.mtls]\nidentity = "common_name"\nscopes = { "app-a" = "scope-a" }\n',
     )
     async with mtls_server(sqlite_url, config, ca, tmp_path) as port:
-        async with client(port, ca, ca.issue("app-a")) as as_a:
+        async with client(port, ca, ca.issue(tmp_path / "app-a", "app-a")) as as_a:
             thread_id = await create_thread(as_a, ())
             assert await listed(as_a, ()) == [thread_id]
-        async with client(port, ca, ca.issue("app-z", uris=(APP_A,))) as as_z:
+        async with client(port, ca, ca.issue(tmp_path / "app-z", "app-z", uris=(APP_A,))) as as_z:
             got = await refused(as_z.threads.ListThreads(tpb.ListThreadsRequest()))
             assert got[:2] == (grpc.StatusCode.UNAUTHENTICATED, "UNKNOWN_PEER_IDENTITY")
 
