@@ -76,7 +76,6 @@ class Runner:
     def start(self) -> None:
         """Start claiming."""
         if self._loop_task is None:
-            self._services.metrics.active_runs.add(0)  # the gauge exists before any run
             self._loop_task = asyncio.create_task(self._loop(), name=f"runner {self.owner}")
             log.info("runner %s started (concurrency %d)", self.owner, self._concurrency)
 

@@ -24,7 +24,7 @@ from pai_grpc.server._reflection import enable_reflection
 from pai_grpc.server._runs import RunService
 from pai_grpc.server._scope import ScopeResolver
 from pai_grpc.server._threads import ThreadService
-from pai_grpc.telemetry import Telemetry, rpc_interceptors, tracing
+from pai_grpc.telemetry import Telemetry, tracing
 from storage import Store, Unavailable, check_schema, outage_delay
 
 log = logging.getLogger("pai_grpc.server")
@@ -202,7 +202,6 @@ class App:
             # metrics (each only when this process exports them).
             interceptors=[
                 *tracing.server_interceptors(self.runtime.services.telemetry),
-                *rpc_interceptors(self.runtime.services.telemetry),
             ],
         )
         # Guarded: an undecodable request is INVALID_ARGUMENT with ErrorInfo, never UNKNOWN.

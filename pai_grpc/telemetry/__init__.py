@@ -21,7 +21,6 @@ from pai_grpc.telemetry._metrics import (
     current_run,
     metrics_for,
 )
-from pai_grpc.telemetry._rpc_metrics import rpc_interceptors
 from pai_grpc.telemetry._setup import meter_provider, start_metrics
 from pai_grpc.telemetry._tracing import tracer_provider_from_settings
 
@@ -37,7 +36,6 @@ __all__ = [
     "current_run",
     "meter_provider",
     "metrics_for",
-    "rpc_interceptors",
     "setup_logging",
     "start_metrics",
     "tracer_provider_from_settings",

@@ -89,23 +89,28 @@ def traces_enabled(telemetry: Telemetry | None) -> bool:
 def server_interceptors(
     telemetry: Telemetry | None = None, *, tracer_provider: trace.TracerProvider | None = None
 ) -> list[Any]:
-    """The aio server interceptors that continue a caller's ``traceparent`` (none untraced).
+    """The aio server interceptors: a span per call continuing the caller's ``traceparent``.
 
-    Pass the process's ``telemetry``; or a ``tracer_provider`` directly (the
-    plugin SDK, where ``None`` means the globally installed provider). Health
-    checks get no span: balancers and probes would drown the traces.
+    Pass the process's ``telemetry`` (its RPC metrics are recorded by the same
+    interceptor; a process that records neither gets none); or a
+    ``tracer_provider`` directly (the plugin SDK, where ``None`` means the
+    globally installed provider). Health checks get no span: balancers and
+    probes would drown the traces.
     """
-    from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
+    from opentelemetry import metrics as otel_metrics
 
-    if telemetry is not None:
-        if not traces_enabled(telemetry):
-            return []
-        tracer_provider = telemetry.tracer_provider
-    return [
-        aio_server_interceptor(
-            tracer_provider=tracer_provider, filter_=filters.negate(filters.health_check())
-        )
-    ]
+    from pai_grpc.telemetry._core import INSTRUMENTATION_NAME
+    from pai_grpc.telemetry._metrics import metrics_for
+    from pai_grpc.telemetry._rpc_server import ServerTelemetryInterceptor
+
+    if telemetry is None:
+        provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+        return [ServerTelemetryInterceptor(provider.get_tracer(INSTRUMENTATION_NAME), None)]
+    tracer = telemetry.tracer() if traces_enabled(telemetry) else None
+    recorded = not isinstance(telemetry.meter_provider, otel_metrics.NoOpMeterProvider)
+    if tracer is None and not recorded:
+        return []
+    return [ServerTelemetryInterceptor(tracer, metrics_for(telemetry) if recorded else None)]
 
 
 def client_interceptors(
@@ -132,9 +137,15 @@ def client_interceptors(
 
 def current_traceparent() -> str | None:
     """The W3C ``traceparent`` of the current span, or None when there is none."""
-    carrier: dict[str, str] = {}
-    _PROPAGATOR.inject(carrier)
-    return carrier.get("traceparent")
+    # Formatted here rather than through the propagator's inject (a carrier
+    # dict and a context lookup per call): this runs on every accepted run.
+    span_context = trace.get_current_span().get_span_context()
+    if not span_context.is_valid:
+        return None
+    return (
+        f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}"
+        f"-{int(span_context.trace_flags):02x}"
+    )
 
 
 def _stored_context(traceparent: str | None) -> trace.SpanContext | None:

@@ -335,7 +335,14 @@ async def test_an_rpc_error_is_on_the_server_span(sqlite_url: str) -> None:
             )
     send = one(exporter.get_finished_spans(), "/pai.v1.ThreadService/Send")
     not_found = grpc.StatusCode.NOT_FOUND.value[0]
-    assert dict(send.attributes or {})["rpc.grpc.status_code"] == not_found
+    attributes = dict(send.attributes or {})
+    assert attributes["rpc.grpc.status_code"] == not_found
+    assert attributes["rpc.service"] == "pai.v1.ThreadService"
+    assert attributes["rpc.method"] == "Send"
+    assert attributes["network.peer.address"] == "127.0.0.1"
+    # NOT_FOUND is the caller's mistake, not the server's: the span is no error
+    # (OpenTelemetry's gRPC conventions for server spans).
+    assert send.status.status_code == trace.StatusCode.UNSET
 
 
 def _spans_in(path: Path) -> list[dict[str, Any]]:
