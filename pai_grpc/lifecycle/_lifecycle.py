@@ -8,6 +8,7 @@ decisions; durable changes go through the runtime-owned thread facade (LC-01).
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -60,6 +61,10 @@ async def maybe_await(value: Awaitable[T] | T) -> T:
     return value
 
 
+#: Class -> the phases it overrides (see :meth:`AgentLifecycle.phases`).
+_PHASES_OF: weakref.WeakKeyDictionary[type, frozenset[str]] = weakref.WeakKeyDictionary()
+
+
 class AgentLifecycle:
     """Lifecycle hooks of an agent; every phase is optional."""
 
@@ -67,9 +72,14 @@ class AgentLifecycle:
 
     def phases(self) -> frozenset[str]:
         """The phases this lifecycle implements."""
-        return frozenset(
-            p for p in PHASES if getattr(type(self), p, None) is not getattr(AgentLifecycle, p)
-        )
+        # A class's phases never change; composition asks on every hook call.
+        cls = type(self)
+        found = _PHASES_OF.get(cls)
+        if found is None:
+            found = _PHASES_OF[cls] = frozenset(
+                p for p in PHASES if getattr(cls, p, None) is not getattr(AgentLifecycle, p)
+            )
+        return found
 
     async def prepare_run(self, input: PrepareRunInput) -> PrepareRunResult | None:
         """Prepare or short-circuit one execution episode before model steps start."""

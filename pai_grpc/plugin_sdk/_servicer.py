@@ -157,25 +157,26 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
         self._tracer_provider = tracer_provider
         self._phases = lifecycle.phases()
         self._name = name or lifecycle.name or type(lifecycle).__name__
-        self._channels: dict[str, grpc.aio.Channel] = {}
+        #: host target -> its channel and stub (a stub per call cost ~14 callables to build).
+        self._channels: dict[str, tuple[grpc.aio.Channel, Any]] = {}
 
     async def close(self) -> None:
         """Close the channels to hook hosts."""
-        for open_channel in self._channels.values():
+        for open_channel, _ in self._channels.values():
             await open_channel.close()
         self._channels.clear()
 
     def _host(self, ctx: lifecycle_pb2.HookContext) -> _Host:
-        host_channel = self._channels.get(ctx.host_target)
-        if host_channel is None:
+        opened = self._channels.get(ctx.host_target)
+        if opened is None:
             host_channel = channel(
                 ctx.host_target,
                 self._host_tls,
                 interceptors=tracing.client_interceptors(tracer_provider=self._tracer_provider),
             )
-            self._channels[ctx.host_target] = host_channel
-        stub = hook_host_service_pb2_grpc.HookHostServiceStub(host_channel)
-        return _Host(stub, ctx.capability_token, ctx.thread_id)
+            opened = (host_channel, hook_host_service_pb2_grpc.HookHostServiceStub(host_channel))
+            self._channels[ctx.host_target] = opened
+        return _Host(opened[1], ctx.capability_token, ctx.thread_id)
 
     def _call(self, ctx: lifecycle_pb2.HookContext) -> _Call:
         """A hook call's context, with the remote facade bound to its capability token."""
@@ -254,7 +255,7 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
                 runtime_context=c.runtime_context,
                 signal=AbortSignal(),
                 step=c.step,
-                input=_request(request.input, request.context),
+                input=_request(request.input, c.runtime_context),
             )
         )
         return self._encode("prepare_model_step", prepare_model_step_result_to_proto, decision)
@@ -316,7 +317,7 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
                 runtime_context=c.runtime_context,
                 signal=AbortSignal(),
                 step=step_summary_from_proto(request.step),
-                request=_request(request.request, request.context),
+                request=_request(request.request, c.runtime_context),
             )
         )
         return self._encode("after_step", after_step_result_to_proto, decision)
@@ -414,7 +415,7 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
         self._require("around_model_call")
         session = _Session(requests, pb.AroundModelCallResponse)
         start = await session.first("start")
-        request = _request(start.request, start.context)
+        request = _request(start.request, hook_context_from_proto(start.context).runtime_context)
         attempts: list[_AttemptStream] = []
 
         async def next_(patch: Any = None) -> ModelStepStreamResult:
@@ -509,7 +510,9 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
                     signal=AbortSignal(),
                     step=c.step,
                     stream=upstream(),
-                    input=_request(start.input, start.context) if start.HasField("input") else None,
+                    input=_request(start.input, c.runtime_context)
+                    if start.HasField("input")
+                    else None,
                     ui_data=UiDataWriter(write),
                     abort=abort,
                 )
@@ -532,14 +535,14 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
 fill_unimplemented(PluginServicer, "pai.v1.LifecyclePluginService")
 
 
-def _request(wire: Any, ctx: lifecycle_pb2.HookContext) -> ModelStepRequest:
+def _request(wire: Any, runtime_context: JsonObject | None) -> ModelStepRequest:
     """A model-step request from the wire, with the runtime context of the hook call."""
     # The plugin's own signal for this hook call (the runtime's cannot cross the wire).
-    request = replace(model_step_request_from_proto(wire, ModelRef.parse), signal=AbortSignal())
-    runtime_context = hook_context_from_proto(ctx).runtime_context
-    if runtime_context is not None:
-        request = replace(request, runtime_context=runtime_context)
-    return request
+    return replace(
+        model_step_request_from_proto(wire, ModelRef.parse),
+        signal=AbortSignal(),
+        runtime_context=runtime_context,
+    )
 
 
 def _check_text_id(plugin: str, chunk: Any) -> None:

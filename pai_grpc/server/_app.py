@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import contextlib
+import gc
 import logging
 import signal
 from datetime import timedelta

@@ -86,6 +86,20 @@ def traces_enabled(telemetry: Telemetry | None) -> bool:
 # ---- gRPC: a server span per call, traceparent on outgoing calls -----------------
 
 
+def _recording(tracer_provider: trace.TracerProvider | None) -> trace.TracerProvider | None:
+    """``tracer_provider`` (None: the global one), or None when it cannot record.
+
+    Interceptors over a provider that records nothing still cost every call
+    their machinery (grpc.aio runs each intercepted client call as extra
+    tasks); without a provider installed there are none. A global provider
+    must therefore be installed before the channel or server is built.
+    """
+    provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+    if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+        return None
+    return provider
+
+
 def server_interceptors(
     telemetry: Telemetry | None = None, *, tracer_provider: trace.TracerProvider | None = None
 ) -> list[Any]:
@@ -104,7 +118,9 @@ def server_interceptors(
     from pai_grpc.telemetry._rpc_server import ServerTelemetryInterceptor
 
     if telemetry is None:
-        provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+        provider = _recording(tracer_provider)
+        if provider is None:
+            return []
         return [ServerTelemetryInterceptor(provider.get_tracer(INSTRUMENTATION_NAME), None)]
     tracer = telemetry.tracer() if traces_enabled(telemetry) else None
     recorded = not isinstance(telemetry.meter_provider, otel_metrics.NoOpMeterProvider)
@@ -126,6 +142,9 @@ def client_interceptors(
         if not traces_enabled(telemetry):
             return []
         tracer_provider = telemetry.tracer_provider
+    tracer_provider = _recording(tracer_provider)
+    if tracer_provider is None:
+        return []
     interceptors: list[Any] = aio_client_interceptors(
         tracer_provider=tracer_provider, filter_=filters.negate(filters.health_check())
     )
