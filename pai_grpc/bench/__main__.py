@@ -13,7 +13,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pai_grpc.bench import _hooks, _memory, _provider, _retention, _runs, _storage, _telemetry
+from pai_grpc.bench import (
+    _hooks,
+    _memory,
+    _provider,
+    _retention,
+    _runs,
+    _scale,
+    _storage,
+    _telemetry,
+)
 from pai_grpc.bench._common import Report, postgres_reachable
 
 SECTIONS = {
@@ -24,6 +33,7 @@ SECTIONS = {
     "memory": _memory.run,
     "telemetry": _telemetry.run,
     "retention": _retention.run,
+    "scale": _scale.run,
 }
 
 
