@@ -1,7 +1,9 @@
 """The single conversion layer between the ``pai.v1`` protobuf contract and the domain.
 
 Servicers call ``*_from_proto`` on what arrives and ``*_to_proto`` on what
-leaves; no protobuf type travels further into the runtime.
+leaves; no protobuf type travels further into the runtime. Run events are the
+one thing the runtime encodes itself, once each, to the bytes the chunk log
+stores and StreamRun sends (``run_event_to_bytes``).
 
 Conventions:
 
