@@ -145,6 +145,7 @@ def cmd_migrate(ns: argparse.Namespace) -> int:
 
 def cmd_sweep(ns: argparse.Namespace) -> int:
     """Run one retention pass ([retention]) now and print what it did."""
+    from pai_grpc.runtime import compaction_marker_body
     from storage import SchemaMismatch, Store, check_schema
 
     settings = _settings(ns)
@@ -154,7 +155,7 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
         store = Store.open(settings.database_url)
         try:
             await check_schema(store)
-            return str(await store.sweep(policy))
+            return str(await store.sweep(policy, encode_marker=compaction_marker_body))
         finally:
             await store.close()
 

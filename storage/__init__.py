@@ -36,7 +36,13 @@ from storage._records import (
     ThreadRecord,
     WriteSet,
 )
-from storage._retention import RetentionPolicy, SweepReport
+from storage._retention import (
+    DELTA_TYPES,
+    CompactionMarker,
+    MarkerEncoder,
+    RetentionPolicy,
+    SweepReport,
+)
 from storage._retry import outage_delay, patient, retry_on_conflict
 from storage.errors import (
     ActiveRunLimit,
@@ -53,6 +59,7 @@ from storage.errors import (
 
 __all__ = [
     "DEFAULT_DATABASE_URL",
+    "DELTA_TYPES",
     "MAX_PAGE_SIZE",
     "NOW",
     "PROMOTE_NEXT",
@@ -61,6 +68,7 @@ __all__ = [
     "ActiveRunLimit",
     "ClaimedRun",
     "CommitResult",
+    "CompactionMarker",
     "DuplicateRequest",
     "Engines",
     "EventRecord",
@@ -73,6 +81,7 @@ __all__ = [
     "Lease",
     "LeaseLost",
     "Listener",
+    "MarkerEncoder",
     "MessagePatch",
     "MessageRecord",
     "NewEvent",

@@ -37,7 +37,7 @@ from storage._records import (
     ThreadRecord,
     WriteSet,
 )
-from storage._retention import RetentionPolicy, RetentionSql, SweepReport
+from storage._retention import MarkerEncoder, RetentionPolicy, RetentionSql, SweepReport
 from storage._rows import MAX_PAGE_SIZE, check_write_set_json
 from storage._sql import Sql
 from storage.errors import StateConflict, VersionConflict
@@ -309,11 +309,13 @@ class Store:
                         await conn.execute(select(func.pg_advisory_unlock(key)))
                         await conn.commit()
 
-    async def sweep(self, policy: RetentionPolicy) -> SweepReport:
+    async def sweep(self, policy: RetentionPolicy, *, encode_marker: MarkerEncoder) -> SweepReport:
         """One retention pass: compaction, key expiry, idle threads, in bounded batches.
 
         Each batch is one short transaction; the pass runs while it holds
         :meth:`sweep_lock`, and reports ``ran=False`` if another sweeper has it.
+        ``encode_marker`` serializes the ``compacted`` event each removed
+        stretch becomes, in the encoding of the rest of the log.
         """
         report = SweepReport()
         async with self.sweep_lock() as taken:
@@ -325,7 +327,9 @@ class Store:
                 after = policy.events_after_terminal
                 while True:
                     runs_, events = await self._sweep_batch(
-                        lambda c: self._retention.compact_batch(c, self._sql.now(c), after, rows),
+                        lambda c: self._retention.compact_batch(
+                            c, self._sql.now(c), after, rows, encode_marker
+                        ),
                         policy.rest,
                     )
                     report.batches += 1

@@ -175,11 +175,18 @@ class PendingActionRecord:
 
 @dataclass(frozen=True, slots=True)
 class EventRecord:
-    """One entry of a run's event log."""
+    """One entry of a run's event log.
+
+    Entries logged since revision 0008 carry ``body`` (the bytes the runtime
+    wrote, opaque here) and ``kind``; older ones carry their ``event`` as
+    strict JSON and neither of the two.
+    """
 
     run_id: str
     seq: int
-    event: JsonObject
+    event: JsonObject | None
+    body: bytes | None
+    kind: str | None
     created_at: datetime
 
 
@@ -336,13 +343,20 @@ class PendingActionPatch:
 
 @dataclass(frozen=True, slots=True)
 class NewEvent:
-    """A run event-log entry (chunk-log batch member)."""
+    """A run event-log entry (chunk-log batch member).
+
+    Storage never looks inside ``body``: the writer serialized the whole event
+    (its seq and time included), and readers get the same bytes back.
+    """
 
     run_id: str
     seq: int
-    event: JsonObject
-    #: When the event happened (defaults to the commit time).
-    time: datetime | None = None
+    body: bytes
+    #: What the event is (its arm, or its chunk type for chunks): compaction
+    #: removes the kinds in :data:`storage.DELTA_TYPES`.
+    kind: str
+    #: When the event happened (the time its body carries).
+    time: datetime
 
 
 @dataclass(slots=True)

@@ -9,6 +9,10 @@ so no batch holds its locks for long or runs a full-table DELETE):
   ``compacted`` event carrying the stretch's last seq, so a reader resuming
   anywhere inside it receives the marker next and never meets a gap it cannot
   explain. Deletes address rows by primary key (``run_id`` and a seq range).
+  Deltas are found by the ``kind`` column, or for rows logged before
+  revision 0008 (JSON, no kind) by the chunk type inside their JSON. The
+  marker is stored like any new event, in binary, encoded by the caller
+  (storage never encodes events itself).
 - **idempotency expiry**: request results older than their TTL are deleted.
 - **idle threads**: threads idle past their TTL are deleted with everything
   in them (cascades), like DeleteThread.
@@ -20,13 +24,14 @@ one sweeper works at a time across processes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, insert, select, tuple_, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, tuple_, update
 
+from storage._rows import required
 from storage._schema import idempotency_keys, run_events, runs, threads
 
 #: Statuses after which a run writes no more events.
@@ -55,6 +60,22 @@ class RetentionPolicy:
     idle_threads_after: timedelta | None = None
     batch_rows: int = 5000
     rest: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionMarker:
+    """The event one compacted stretch becomes, stored at ``last_seq`` (kind ``compacted``)."""
+
+    first_seq: int
+    last_seq: int
+    removed_events: int
+    #: The time of the stretch's last event: the marker takes its place.
+    time: datetime
+
+
+#: Serializes a marker into the body stored for it: the same encoding the
+#: writers of the log use, since readers send bodies as they are.
+MarkerEncoder = Callable[[CompactionMarker], bytes]
 
 
 @dataclass
@@ -110,7 +131,12 @@ class RetentionSql:
         return stmt.with_for_update(of=of, skip_locked=True) if self.postgres else stmt
 
     def compact_batch(
-        self, conn: Connection, now: Any, after: timedelta, max_rows: int
+        self,
+        conn: Connection,
+        now: Any,
+        after: timedelta,
+        max_rows: int,
+        encode_marker: MarkerEncoder,
     ) -> tuple[int, int]:
         """Compact the oldest eligible runs until ``max_rows`` events are removed.
 
@@ -132,14 +158,15 @@ class RetentionSql:
             )
         ).all()
         compacted = removed = 0
-        kind = run_events.c.event[("chunk", "type")].as_string()
+        # Rows logged before binary events have no kind: their JSON names the chunk type.
+        kind = func.coalesce(run_events.c.kind, run_events.c.event[("chunk", "type")].as_string())
         for (run_id,) in candidates:
             rows = conn.execute(
                 select(run_events.c.seq, kind, run_events.c.created_at)
                 .where(run_events.c.run_id == run_id)
                 .order_by(run_events.c.seq)
             ).all()
-            times = {r[0]: r[2] for r in rows}
+            times = {r[0]: required(r[2]) for r in rows}
             stretches = compaction_stretches([(r[0], r[1]) for r in rows])
             for first, last, count in stretches:
                 conn.execute(
@@ -157,12 +184,10 @@ class RetentionSql:
                         {
                             "run_id": run_id,
                             "seq": last,
-                            "event": {
-                                "kind": "compacted",
-                                "first_seq": first,
-                                "last_seq": last,
-                                "removed_events": count,
-                            },
+                            "body": encode_marker(
+                                CompactionMarker(first, last, count, times[last])
+                            ),
+                            "kind": "compacted",
                             "created_at": times[last],
                         }
                         for first, last, count in stretches

@@ -175,8 +175,6 @@ def check_write_set_json(ws: WriteSet) -> None:
         check(p.request, f"pending[{i}].request")
     for i, pp in enumerate(ws.update_pending):
         check(pp.resolution, f"update_pending[{i}].resolution")
-    for i, e in enumerate(ws.events):
-        check(e.event, f"events[{i}]")
     if ws.idempotency is not None:
         check(ws.idempotency.result, "idempotency.result")
 
@@ -210,5 +208,10 @@ def event_record(row: Row[Any]) -> EventRecord:
     """A run_events row as a record."""
     m = row._mapping
     return EventRecord(
-        run_id=m["run_id"], seq=m["seq"], event=m["event"], created_at=required(m["created_at"])
+        run_id=m["run_id"],
+        seq=m["seq"],
+        event=m["event"],
+        body=m["body"],
+        kind=m["kind"],
+        created_at=required(m["created_at"]),
     )

@@ -15,6 +15,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
     String,
@@ -157,7 +158,15 @@ run_events = Table(
     metadata,
     Column("run_id", String(40), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
     Column("seq", BigInteger, nullable=False),
-    Column("event", Json, nullable=False),
+    # The event as strict JSON: rows logged before revision 0008 only (None since).
+    Column("event", Json, nullable=True),
+    # The serialized ``pai.v1.RunEvent`` (seq and time included), sent to readers
+    # as is; opaque to storage. None in rows logged before revision 0008.
+    Column("body", LargeBinary, nullable=True),
+    # What the event is: its arm, or its chunk type for chunks (``status``,
+    # ``message``, ``text-delta``...), so compaction finds deltas without
+    # decoding bodies. None in rows logged before revision 0008.
+    Column("kind", String(32), nullable=True),
     Column("created_at", Ts, nullable=False),
     PrimaryKeyConstraint("run_id", "seq"),
 )

@@ -34,7 +34,7 @@ from sqlalchemy import (
     update,
 )
 
-from storage._json import JsonValue, check_strict_json
+from storage._json import JsonValue
 from storage._pages import decode_position_cursor, decode_time_id_cursor, encode_page_token
 from storage._records import (
     NOW,
@@ -451,16 +451,13 @@ class Sql:
                 appended = self._append(conn, ws, first_position, now)
                 self._update_messages(conn, ws)
             self._write_pending(conn, ws, now)
-            self._insert_events(conn, ws.events, now)
+            self._insert_events(conn, ws.events)
             self._store_idempotency(conn, ws, now)
             result = CommitResult(
                 thread=thread, messages=appended, removed_message_ids=removed, runs=inserted
             )
         if events_after is not None:
-            extra = events_after(result)
-            for i, event in enumerate(extra):
-                check_strict_json(event.event, path=f"events_after[{i}]")
-            self._insert_events(conn, extra, now)
+            self._insert_events(conn, events_after(result))
         notes = ws.notify
         if ws.notify_if_promoted and result.thread is not None and result.thread.active_run_id:
             notes = [*notes, *ws.notify_if_promoted]
@@ -704,13 +701,19 @@ class Sql:
         return update(threads).where(*conds).values(**values).returning(*threads.c)
 
     @staticmethod
-    def _insert_events(conn: Connection, events: Sequence[NewEvent], now: datetime) -> None:
+    def _insert_events(conn: Connection, events: Sequence[NewEvent]) -> None:
         if not events:
             return
         conn.execute(
             insert(run_events),
             [
-                {"run_id": e.run_id, "seq": e.seq, "event": e.event, "created_at": e.time or now}
+                {
+                    "run_id": e.run_id,
+                    "seq": e.seq,
+                    "body": e.body,
+                    "kind": e.kind,
+                    "created_at": e.time,
+                }
                 for e in events
             ],
         )

@@ -23,11 +23,11 @@ from pai_grpc._config_retention import RetentionTable
 from pai_grpc.config import ConfigFile, Settings
 from pai_grpc.lifecycle import AfterStepInput, AgentLifecycle, PrepareModelStepInput
 from pai_grpc.models import OfflineModel
-from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
+from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry, compaction_marker_body
 from pai_grpc.server import RunnerProcess
 from pai_grpc.telemetry import Telemetry
 from pai_grpc.testing import InProcessServer, serve_in_process
-from storage import RetentionPolicy, Store
+from storage import RetentionPolicy, Store, SweepReport
 from storage._schema import metadata
 
 COMPACT_NOW = RetentionPolicy(events_after_terminal=timedelta(0), idempotency_ttl=None)
@@ -45,6 +45,11 @@ async def send(srv: InProcessServer, said: str, thread_id: str = "") -> tuple[st
     part = parts_pb2.MessagePart(text=parts_pb2.TextPart(text=said))
     sent = await srv.threads.Send(tpb.SendRequest(thread_id=thread_id, parts=[part]))
     return thread_id, sent.run.run_id
+
+
+async def sweep(srv: InProcessServer) -> SweepReport:
+    """One compaction pass now, with the markers the runtime's sweeper writes."""
+    return await srv.store.sweep(COMPACT_NOW, encode_marker=compaction_marker_body)
 
 
 async def stream(srv: InProcessServer, run_id: str, after: int = 0) -> list[runs_pb2.RunEvent]:
@@ -94,7 +99,7 @@ async def test_stream_of_a_compacted_run_from_zero_and_from_inside_a_stretch(
         original = await stream(srv, run_id)
         deltas = [e.seq for e in original if e.chunk.WhichOneof("chunk") == "text_delta"]
         assert len(deltas) >= 40
-        report = await srv.store.sweep(COMPACT_NOW)
+        report = await sweep(srv)
         assert report.compacted_runs == 1
         assert report.removed_events == len(deltas)
 
@@ -142,7 +147,7 @@ async def test_compaction_keeps_every_hook_call_event(database_url: str) -> None
             ("prepare_model_step", "note"),
             ("after_step", "note"),
         ]
-        report = await srv.store.sweep(COMPACT_NOW)
+        report = await sweep(srv)
         assert report.compacted_runs == 1
         compacted = await stream(srv, run_id)
         explained(original, compacted, 0)
@@ -160,7 +165,7 @@ async def test_a_reader_mid_stream_across_a_compaction_sees_a_consistent_sequenc
         request = run_service_pb2.StreamRunRequest(run_id=run_id)
         call = srv.runs.StreamRun(request, timeout=30)
         seen = [(await call.read()).event]
-        assert (await srv.store.sweep(COMPACT_NOW)).compacted_runs == 1
+        assert (await sweep(srv)).compacted_runs == 1
         while (response := await call.read()) is not grpc.aio.EOF:
             seen.append(response.event)
         explained(original, seen, 0)

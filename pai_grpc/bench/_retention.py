@@ -2,8 +2,12 @@
 
 - rows and stored event bytes per run (50-token and 2,000-token runs) before
   and after compaction, the run's own figures before as the baseline;
-- JSON per event (today's encoding) against protobuf per event, in bytes and
-  in CPU on StreamRun's read path (measured, not built: see docs/storage.md);
+- the same runs' events stored in binary (serialized ``pai.v1.RunEvent`` and
+  its kind, as written since revision 0008) against the same events as JSON
+  (the encoding of rows written before it), sized as the backend stores them;
+- CPU per event of StreamRun reading a 2,000-token run from the log, stored in
+  binary against a copy of it stored as JSON (client and server in this
+  process, alternating rounds);
 - single-step runs/s with 16 clients while a sweep compacts a backlog, against
   the same load with no sweep running.
 """
@@ -15,25 +19,32 @@ import contextlib
 import json
 import time
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import grpc
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select, text
 
-from pai.v1 import parts_pb2, run_service_pb2, run_service_pb2_grpc, runs_pb2
+from pai.v1 import parts_pb2, run_service_pb2, run_service_pb2_grpc
 from pai.v1 import thread_service_pb2 as tpb
 from pai.v1 import thread_service_pb2_grpc as tgrpc
 from pai_grpc._config_retention import RetentionTable
 from pai_grpc.bench._common import Report, Result, bench_database, drop_schema, load
 from pai_grpc.config import ConfigFile, Settings
-from pai_grpc.convert import run_event_to_proto
 from pai_grpc.domain import StepStreamChunk, TextDeltaChunk, new_id
 from pai_grpc.models import ModelCall, ScriptedModel, last_user_text, text_step
-from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry, event_from_record
+from pai_grpc.runtime import (
+    DEFAULT_AGENT,
+    Agent,
+    AgentRegistry,
+    compaction_marker_body,
+    event_from_record,
+)
 from pai_grpc.server import App
 from storage import (
     NOW,
+    EventRecord,
     NewEvent,
     NewRun,
     NewThread,
@@ -47,6 +58,8 @@ from storage.tables import run_events, runs
 
 SIZES = (50, 2000)
 RUNS_PER_SIZE = 10
+#: Alternating rounds of streaming the binary run and its JSON copy.
+STREAM_ROUNDS = 5
 BACKLOG_RUNS = 60
 CLIENTS = 16
 SECONDS = 4.0
@@ -100,11 +113,10 @@ async def _runs_of(app: App, tokens: int, n: int) -> list[str]:
 
 
 async def _footprint(store: Store, run_ids: list[str]) -> tuple[float, float]:
-    """Event rows and stored event bytes per run."""
-    size = (
-        func.pg_column_size(run_events.c.event)
-        if store.dialect == "postgresql"
-        else func.length(run_events.c.event)
+    """Event rows and stored event bytes (body and kind) per run."""
+    size_of = func.pg_column_size if store.dialect == "postgresql" else func.length
+    size = func.coalesce(size_of(run_events.c.body), 0) + func.coalesce(
+        size_of(run_events.c.kind), 0
     )
 
     def read(conn: Any) -> tuple[int, int]:
@@ -119,42 +131,108 @@ async def _footprint(store: Store, run_ids: list[str]) -> tuple[float, float]:
     return rows / len(run_ids), size_ / len(run_ids)
 
 
-async def _encoding(report: Report, backend: str, store: Store, run_id: str) -> None:
-    """Today's JSON per event against protobuf per event, for one 2,000-token run."""
-    records = await store.read_events(await _scope_of(store, run_id), run_id, limit=10_000)
-    as_json = [json.dumps(r.event, separators=(",", ":")).encode() for r in records]
-    as_proto = [run_event_to_proto(event_from_record(r)).SerializeToString() for r in records]
-    t0 = time.perf_counter()
-    for _ in range(3):
-        for r in records:
-            run_event_to_proto(event_from_record(r)).SerializeToString()
-    json_path = (time.perf_counter() - t0) / (3 * len(records))
-    t0 = time.perf_counter()
-    for _ in range(3):
-        for b in as_proto:
-            runs_pb2.RunEvent.FromString(b).SerializeToString()
-    proto_path = (time.perf_counter() - t0) / (3 * len(records))
-    jb, pb = sum(map(len, as_json)) / len(records), sum(map(len, as_proto)) / len(records)
-    report.add(Result(backend, "event encoding: JSON bytes per event", jb, "B"))
-    report.add(Result(backend, "event encoding: protobuf bytes per event", pb, "B", jb, "JSON"))
+def _as_json(record: EventRecord) -> dict[str, Any]:
+    """An event as rows written before binary events (revision 0008) stored it."""
+    out: dict[str, Any] = event_from_record(record).payload.model_dump(
+        mode="json", exclude_none=True
+    )
+    return out
+
+
+async def _json_footprint(store: Store, run_ids: list[str]) -> float:
+    """Bytes per run of the same events stored as JSON (JSONB on PostgreSQL)."""
+    total = 0
+    for run_id in run_ids:
+        records = await store.read_events(await _scope_of(store, run_id), run_id, limit=10_000)
+        # SQLAlchemy's JSON serializer: json.dumps with its default separators.
+        texts = [json.dumps(_as_json(r)) for r in records]
+        if store.dialect == "postgresql":
+            total += await store.run_in_transaction(partial(_jsonb_size, texts))
+        else:
+            total += sum(len(t.encode()) for t in texts)
+    return total / len(run_ids)
+
+
+def _jsonb_size(texts: list[str], conn: Any) -> int:
+    """Bytes PostgreSQL stores for these JSON texts as JSONB values."""
+    sized = text("SELECT sum(pg_column_size(CAST(x AS jsonb))) FROM unnest(CAST(:a AS text[])) x")
+    return int(conn.execute(sized, {"a": texts}).scalar_one())
+
+
+async def _json_copy(store: Store, run_id: str) -> str:
+    """A finished copy of ``run_id`` whose log is JSON rows, as before revision 0008."""
+    scope = await _scope_of(store, run_id)
+    records = await store.read_events(scope, run_id, limit=10_000)
+    thread_id, copy = new_id("thr"), new_id("run")
+    new = NewThread(id=thread_id, agent=DEFAULT_AGENT)
+    await store.commit(WriteSet(scope=scope, thread_id=thread_id, new_thread=new))
+    queued = NewRun(id=copy, status="queued", initiator="send", operation="send")
+    await store.commit(WriteSet(scope=scope, thread_id=thread_id, insert_runs=[queued]))
+    rows = [
+        {"run_id": copy, "seq": r.seq, "event": _as_json(r), "created_at": r.created_at}
+        for r in records
+    ]
+    await store.run_in_transaction(lambda c: c.execute(insert(run_events), rows))
+    await store.commit(
+        WriteSet(
+            scope=scope,
+            thread_id=thread_id,
+            update_runs=[
+                RunUpdate(
+                    id=copy,
+                    status="completed",
+                    outcome="completed",
+                    last_seq=records[-1].seq,
+                    ended_at=NOW,
+                )
+            ],
+        )
+    )
+    return copy
+
+
+async def _stream_cpu(report: Report, backend: str, app: App, run_id: str) -> None:
+    """CPU per event of StreamRun from the log: binary rows against the same run as JSON."""
+    legacy = await _json_copy(app.store, run_id)
+    spent = {run_id: 0.0, legacy: 0.0}
+    events = {run_id: 0, legacy: 0}
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+        stub = run_service_pb2_grpc.RunServiceStub(channel)
+
+        async def one(target: str) -> None:
+            t0 = time.process_time()
+            request = run_service_pb2.StreamRunRequest(run_id=target)
+            async for _ in stub.StreamRun(request):
+                events[target] += 1
+            spent[target] += time.process_time() - t0
+
+        await one(run_id)  # warm both paths up (statements, connections) first
+        await one(legacy)
+        spent = {run_id: 0.0, legacy: 0.0}
+        events = {run_id: 0, legacy: 0}
+        for _ in range(STREAM_ROUNDS):
+            await one(legacy)
+            await one(run_id)
+    json_us = spent[legacy] / events[legacy] * 1e6
+    binary_us = spent[run_id] / events[run_id] * 1e6
     report.add(
         Result(
             backend,
-            "StreamRun read path per event: JSON->domain->proto",
-            json_path * 1e6,
+            "StreamRun CPU per event: JSON rows",
+            json_us,
             "us",
-            note="validate + convert + serialize",
+            note="validate, convert, encode per read (rows before 0008)",
         )
     )
     report.add(
         Result(
             backend,
-            "StreamRun read path per event: stored protobuf",
-            proto_path * 1e6,
+            "StreamRun CPU per event: binary rows",
+            binary_us,
             "us",
-            json_path * 1e6,
-            "JSON path",
-            note="parse + serialize",
+            json_us,
+            "JSON rows",
+            note="stored bytes sent as is; client and server in one process",
         )
     )
 
@@ -166,7 +244,7 @@ async def _scope_of(store: Store, run_id: str) -> str:
     return await store.run_in_transaction(read)
 
 
-async def _backlog(store: Store, template: list[dict[str, Any]], n: int) -> list[str]:
+async def _backlog(store: Store, template: list[EventRecord], n: int) -> list[str]:
     """``n`` finished runs with ``template`` as their log, written straight to storage."""
     ids: list[str] = []
     for _ in range(n):
@@ -181,13 +259,17 @@ async def _backlog(store: Store, template: list[dict[str, Any]], n: int) -> list
             WriteSet(
                 scope="bench",
                 thread_id=thread_id,
-                events=[NewEvent(run_id, i + 1, e) for i, e in enumerate(template)],
+                events=[
+                    NewEvent(run_id, e.seq, e.body, e.kind, e.created_at)
+                    for e in template
+                    if e.body is not None and e.kind is not None
+                ],
                 update_runs=[
                     RunUpdate(
                         id=run_id,
                         status="completed",
                         outcome="completed",
-                        last_seq=len(template),
+                        last_seq=template[-1].seq,
                         ended_at=NOW,
                     )
                 ],
@@ -202,22 +284,25 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
     store = app.store
     try:
         by_size = {tokens: await _runs_of(app, tokens, RUNS_PER_SIZE) for tokens in SIZES}
-        if backend == "sqlite":
-            await _encoding(report, backend, store, by_size[2000][0])
         long_run = by_size[2000][0]
+        await _stream_cpu(report, backend, app, long_run)
         scope = await _scope_of(store, long_run)
-        template = [r.event for r in await store.read_events(scope, long_run, limit=10_000)]
+        template = await store.read_events(scope, long_run, limit=10_000)
         before = {t: await _footprint(store, ids) for t, ids in by_size.items()}
-        await store.sweep(COMPACT_NOW)
+        as_json = {t: await _json_footprint(store, ids) for t, ids in by_size.items()}
+        await store.sweep(COMPACT_NOW, encode_marker=compaction_marker_body)
         for tokens, ids in by_size.items():
             rows, size = before[tokens]
             rows_after, size_after = await _footprint(store, ids)
             name = f"{tokens}-token run"
+            report.add(Result(backend, f"{name}: event bytes as JSON", as_json[tokens], "B"))
+            report.add(
+                Result(backend, f"{name}: event bytes binary", size, "B", as_json[tokens], "JSON")
+            )
             report.add(Result(backend, f"{name}: event rows before compaction", rows, "rows"))
             report.add(
                 Result(backend, f"{name}: event rows after", rows_after, "rows", rows, "before")
             )
-            report.add(Result(backend, f"{name}: event bytes before compaction", size, "B"))
             report.add(
                 Result(backend, f"{name}: event bytes after", size_after, "B", size, "before")
             )
@@ -231,7 +316,7 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
         async def sweeping() -> None:
             policy = RetentionPolicy(events_after_terminal=timedelta(0), idempotency_ttl=None)
             while True:
-                await store.sweep(policy)
+                await store.sweep(policy, encode_marker=compaction_marker_body)
                 await asyncio.sleep(0)
 
         task = asyncio.create_task(sweeping())

@@ -1,7 +1,9 @@
 """The single conversion layer between the ``pai.v1`` protobuf contract and the domain.
 
 Servicers call ``*_from_proto`` on what arrives and ``*_to_proto`` on what
-leaves; no protobuf type travels further into the runtime.
+leaves; no protobuf type travels further into the runtime. Run events are the
+one thing the runtime encodes itself, once each, to the bytes the chunk log
+stores and StreamRun sends (``run_event_to_bytes``).
 
 Conventions:
 
@@ -126,7 +128,9 @@ from pai_grpc.convert._runs import (
     pending_action_status_to_proto,
     pending_action_to_proto,
     resolution_from_proto,
+    run_event_from_bytes,
     run_event_from_proto,
+    run_event_to_bytes,
     run_event_to_proto,
     run_from_proto,
     run_handle_from_proto,
@@ -238,7 +242,9 @@ __all__ = [
     "resolution_from_proto",
     "role_from_proto",
     "role_to_proto",
+    "run_event_from_bytes",
     "run_event_from_proto",
+    "run_event_to_bytes",
     "run_event_to_proto",
     "run_from_proto",
     "run_handle_from_proto",

@@ -486,6 +486,15 @@ def run_event_to_proto(event: RunEvent) -> runs_pb2.RunEvent:
             assert_never(payload)
 
 
+def run_event_to_bytes(event: RunEvent) -> bytes:
+    """A domain run event as a serialized ``pai.v1.RunEvent``: what the log stores.
+
+    Raises:
+        ValueError: As :func:`run_event_to_proto`.
+    """
+    return run_event_to_proto(event).SerializeToString()
+
+
 def _payload_from_proto(pb: runs_pb2.RunEvent) -> RunEventPayload:
     match arm := require_oneof(pb, "event"):
         case "chunk":
@@ -519,6 +528,16 @@ def run_event_from_proto(pb: runs_pb2.RunEvent) -> RunEvent:
         time=required_timestamp_from_proto(pb, "time"),
         payload=_payload_from_proto(pb),
     )
+
+
+def run_event_from_bytes(body: bytes) -> RunEvent:
+    """A serialized ``pai.v1.RunEvent`` back to the domain.
+
+    Raises:
+        ValueError: As :func:`run_event_from_proto`, or the bytes do not parse
+            (``google.protobuf.message.DecodeError``).
+    """
+    return run_event_from_proto(runs_pb2.RunEvent.FromString(body))
 
 
 def resolution_from_proto(request: run_service_pb2.ResolvePendingActionRequest) -> Resolution:

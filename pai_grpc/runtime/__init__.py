@@ -7,7 +7,7 @@ from pai_grpc.runtime._facade import LifecycleThread
 from pai_grpc.runtime._mutations import SendInput, TriggerInput
 from pai_grpc.runtime._quotas import ScopeQuotas
 from pai_grpc.runtime._reads import ThreadChange
-from pai_grpc.runtime._records import event_from_record
+from pai_grpc.runtime._records import compaction_marker_body, event_from_record
 from pai_grpc.runtime._reducer import StepReducer, StreamProtocolError
 from pai_grpc.runtime._rewrites import RegenerateInput, RegenerateResult
 from pai_grpc.runtime._runner import Runner, default_owner
@@ -36,6 +36,7 @@ __all__ = [
     "Sweeper",
     "ThreadChange",
     "TriggerInput",
+    "compaction_marker_body",
     "default_owner",
     "event_from_record",
 ]

@@ -29,11 +29,11 @@ from pai_grpc.domain import (
     Usage,
 )
 from pai_grpc.lifecycle.internal import HookReport
-from pai_grpc.runtime._records import message_from_record, parts_to_json, payload_to_json
+from pai_grpc.runtime._records import encode_event, message_from_record, parts_to_json
 from pai_grpc.runtime._services import Services
 from pai_grpc.runtime._sink import EventSink
 from pai_grpc.runtime._tool_phase import ToolOutcome, merge_outcomes
-from pai_grpc.streams import ThreadHint
+from pai_grpc.streams import EncodedRunEvent, ThreadHint
 from pai_grpc.telemetry import bounded_reason
 from storage import (
     NOW,
@@ -334,7 +334,7 @@ class RunCommitter:
         published live only once durable.
         """
         services = self._services
-        built: list[RunEvent] = []
+        built: list[EncodedRunEvent] = []
         async with self.sink.lock:
             pending = self.sink.take_pending()
             ws.events = pending + ws.events
@@ -372,14 +372,13 @@ class RunCommitter:
                 if len(payloads) != len(seqs):
                     raise RuntimeError(f"expected {len(seqs)} events, built {len(payloads)}")
                 now = datetime.now(UTC)
-                built[:] = [
+                encoded = [
                     # Unvalidated: ``after`` returns validated payloads (see EventSink.emit).
-                    RunEvent.model_construct(seq=q, time=now, payload=p)
+                    encode_event(self.run_id, RunEvent.model_construct(seq=q, time=now, payload=p))
                     for q, p in zip(seqs, payloads, strict=True)
                 ]
-                return [
-                    NewEvent(self.run_id, e.seq, payload_to_json(e.payload), e.time) for e in built
-                ]
+                built[:] = [live for _, live in encoded]
+                return [logged for logged, _ in encoded]
 
             try:
                 result = await services.store.commit(ws, events_after=events_after)

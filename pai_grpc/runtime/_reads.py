@@ -12,14 +12,12 @@ from pai_grpc.domain import (
     Message,
     PendingAction,
     Run,
-    RunEvent,
-    StatusEvent,
     Thread,
     ThreadChangeKind,
 )
 from pai_grpc.errors import FailedPrecondition, InvalidArgument, NotFoundError
 from pai_grpc.runtime._records import (
-    event_from_record,
+    encoded_from_record,
     message_from_record,
     pending_action_from_record,
     run_from_record,
@@ -27,7 +25,7 @@ from pai_grpc.runtime._records import (
 )
 from pai_grpc.runtime._services import Services
 from pai_grpc.runtime._validate import Violations, check_id, page_size
-from pai_grpc.streams import ThreadHint
+from pai_grpc.streams import EncodedRunEvent, ThreadHint
 from storage import InvalidPageToken, MessageRecord, ThreadRecord
 from storage import NotFound as StorageNotFound
 
@@ -151,12 +149,14 @@ class Reads:
 
     async def stream_run(
         self, scope: str, run_id: str, *, after_seq: int = 0
-    ) -> AsyncIterator[RunEvent]:
+    ) -> AsyncIterator[EncodedRunEvent]:
         """Events of a run after ``after_seq``: the log first, then live, until terminal.
 
         Events of a run executing in this process come from its live channel
         the moment they are emitted; otherwise the chunk log is followed and
         readers are woken by commits (and, across processes, notifications).
+        Each comes serialized (``pai.v1.RunEvent``), as the log stores it: the
+        same bytes for every reader.
         """
         v = Violations()
         check_id(v, "run_id", "run", run_id)
@@ -174,7 +174,7 @@ class Reads:
             )
         return self._follow(scope, run_id, after_seq)
 
-    async def _follow(self, scope: str, run_id: str, cursor: int) -> AsyncIterator[RunEvent]:
+    async def _follow(self, scope: str, run_id: str, cursor: int) -> AsyncIterator[EncodedRunEvent]:
         broker, store = self.services.broker, self.services.store
         while True:
             channel = broker.channel(run_id)
@@ -184,15 +184,15 @@ class Reads:
                     yield event
                     cursor = event.seq
                     delivered = True
-                    if _is_terminal(event):
+                    if event.terminal:
                         return
             else:
                 for rec in await store.read_events(scope, run_id, after_seq=cursor):
-                    event = event_from_record(rec)
+                    event = encoded_from_record(rec)
                     yield event
                     cursor = event.seq
                     delivered = True
-                    if _is_terminal(event):
+                    if event.terminal:
                         return
             if delivered:
                 continue
@@ -311,8 +311,3 @@ def _changes(
     if "visibility" in hinted:
         out.append(ThreadChange(head, "visibility", hinted["visibility"]))
     return out
-
-
-def _is_terminal(event: RunEvent) -> bool:
-    payload = event.payload
-    return isinstance(payload, StatusEvent) and payload.status in TERMINAL_RUN_STATUSES

@@ -7,7 +7,11 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from pai_grpc.convert import run_event_from_bytes, run_event_to_bytes
 from pai_grpc.domain import (
+    TERMINAL_RUN_STATUSES,
+    ChunkEvent,
+    CompactedEvent,
     HookFailure,
     LifecycleMessage,
     Message,
@@ -18,11 +22,21 @@ from pai_grpc.domain import (
     RunEvent,
     RunEventPayload,
     RunExecution,
+    StatusEvent,
     Thread,
     Usage,
     Visibility,
 )
-from storage import EventRecord, MessageRecord, PendingActionRecord, RunRecord, ThreadRecord
+from pai_grpc.streams import EncodedRunEvent
+from storage import (
+    CompactionMarker,
+    EventRecord,
+    MessageRecord,
+    NewEvent,
+    PendingActionRecord,
+    RunRecord,
+    ThreadRecord,
+)
 
 _parts = TypeAdapter(list[MessagePart])
 _payload: TypeAdapter[Any] = TypeAdapter(RunEventPayload)
@@ -38,10 +52,52 @@ def parts_from_json(raw: list[Any]) -> list[MessagePart]:
     return _parts.validate_python(raw)
 
 
-def payload_to_json(payload: RunEventPayload) -> dict[str, Any]:
-    """A run-event payload as stored in the chunk log."""
-    out: dict[str, Any] = payload.model_dump(mode="json", exclude_none=True)
-    return out
+def event_kind(payload: RunEventPayload) -> str:
+    """What the log records an event as: its chunk type for chunks, else its arm."""
+    if isinstance(payload, ChunkEvent):
+        return payload.chunk.type
+    return payload.kind
+
+
+def is_terminal(payload: RunEventPayload) -> bool:
+    """Whether an event is its run's terminal status (a stream ends after it)."""
+    return isinstance(payload, StatusEvent) and payload.status in TERMINAL_RUN_STATUSES
+
+
+def encode_event(run_id: str, event: RunEvent) -> tuple[NewEvent, EncodedRunEvent]:
+    """An event encoded once: its chunk-log entry and its live form share the body.
+
+    The event is not validated again: the runtime built it from validated
+    values (outside input was checked where it entered).
+    """
+    body = run_event_to_bytes(event)
+    payload = event.payload
+    return (
+        NewEvent(run_id, event.seq, body, event_kind(payload), event.time),
+        EncodedRunEvent(event.seq, body, is_terminal(payload)),
+    )
+
+
+def encoded_from_record(r: EventRecord) -> EncodedRunEvent:
+    """A chunk-log entry as readers receive it.
+
+    A binary entry is passed on as stored (only a status is decoded, to know
+    whether it ends the run). An entry logged as JSON before binary events
+    (revision 0008) is validated, converted and encoded on every read.
+    """
+    if r.body is None:
+        event = event_from_record(r)
+        return EncodedRunEvent(r.seq, run_event_to_bytes(event), is_terminal(event.payload))
+    terminal = r.kind == "status" and is_terminal(run_event_from_bytes(r.body).payload)
+    return EncodedRunEvent(r.seq, r.body, terminal)
+
+
+def compaction_marker_body(marker: CompactionMarker) -> bytes:
+    """The body of the ``compacted`` event retention stores for a removed stretch."""
+    payload = CompactedEvent(
+        first_seq=marker.first_seq, last_seq=marker.last_seq, removed_events=marker.removed_events
+    )
+    return run_event_to_bytes(RunEvent(seq=marker.last_seq, time=marker.time, payload=payload))
 
 
 def thread_from_record(r: ThreadRecord) -> Thread:
@@ -127,5 +183,7 @@ def pending_action_from_record(r: PendingActionRecord) -> PendingAction:
 
 
 def event_from_record(r: EventRecord) -> RunEvent:
-    """A chunk-log entry back to a run event."""
+    """A chunk-log entry back to a run event (validated, whichever its encoding)."""
+    if r.body is not None:
+        return run_event_from_bytes(r.body)
     return RunEvent(seq=r.seq, time=r.created_at, payload=_payload.validate_python(r.event))

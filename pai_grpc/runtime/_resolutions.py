@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from pai_grpc.domain import (
@@ -12,15 +13,17 @@ from pai_grpc.domain import (
     ChunkEvent,
     Resolution,
     Run,
+    RunEvent,
+    RunEventPayload,
     StatusEvent,
     ToolPart,
 )
 from pai_grpc.errors import Conflict, FailedPrecondition, InvalidArgument, NotFoundError
 from pai_grpc.runtime._mutation_path import MUTATION_ATTEMPTS, Attempt, MutationPath, fingerprint
 from pai_grpc.runtime._records import (
+    encode_event,
     parts_from_json,
     parts_to_json,
-    payload_to_json,
     run_from_record,
 )
 from pai_grpc.runtime._tool_phase import WAITING_STATES
@@ -31,7 +34,6 @@ from storage import (
     PROMOTE_NEXT,
     InvalidJson,
     MessagePatch,
-    NewEvent,
     PendingActionPatch,
     RunRecord,
     RunUpdate,
@@ -234,13 +236,16 @@ class Resolutions(MutationPath):
         # Above every number a lost execution may have published live; readers
         # that saw its unflushed events are told to drop them first.
         seq = max(run.last_seq, run.reserved_seq) + 1
-        events: list[NewEvent] = []
+        payloads: list[RunEventPayload] = []
         if run.reserved_seq > run.last_seq:
-            abort = ChunkEvent(chunk=AbortChunk(reason="recovery"))
-            events.append(NewEvent(run.id, seq, payload_to_json(abort)))
-            seq += 1
-        status = StatusEvent(status="cancelled", outcome="cancelled", reason=reason)
-        events.append(NewEvent(run.id, seq, payload_to_json(status)))
+            payloads.append(ChunkEvent(chunk=AbortChunk(reason="recovery")))
+        payloads.append(StatusEvent(status="cancelled", outcome="cancelled", reason=reason))
+        now = datetime.now(UTC)
+        events = [
+            encode_event(run.id, RunEvent(seq=seq + i, time=now, payload=p))[0]
+            for i, p in enumerate(payloads)
+        ]
+        seq = events[-1].seq
         ws = WriteSet(
             scope=scope,
             thread_id=run.thread_id,

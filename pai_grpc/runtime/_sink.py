@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pai_grpc.domain import RunEvent, RunEventPayload
-from pai_grpc.runtime._records import payload_to_json
-from pai_grpc.streams import RunChannel
+from pai_grpc.runtime._records import encode_event
+from pai_grpc.streams import EncodedRunEvent, RunChannel
 from storage import SEQ_BLOCK, Lease, NewEvent, RunUpdate, WriteSet
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class EventSink:
         self._pending: list[NewEvent] = []
         #: Emitted events not yet published live (above the reservation, or
         #: behind numbers a commit in flight allocated), in sequence order.
-        self._held: list[RunEvent] = []
+        self._held: list[EncodedRunEvent] = []
         #: A commit allocated numbers it publishes once durable: later events wait.
         self._allocated = False
         #: The execution released its lease: nothing more may be published.
@@ -78,20 +78,22 @@ class EventSink:
         return self._next_seq - 1
 
     def emit(self, payload: RunEventPayload) -> RunEvent:
-        """Publish an event live (within the reservation); the next flush or commit logs it."""
+        """Publish an event live (within the reservation); the next flush or commit logs it.
+
+        The event is encoded once here: live readers and the chunk log get the same bytes.
+        """
         # Built without validation: the payload is a validated model and seq and time are
         # made here (validating the payload union again cost ~8% of a streamed delta).
         event = RunEvent.model_construct(
             seq=self._next_seq, time=datetime.now(UTC), payload=payload
         )
         self._next_seq += 1
-        self._pending.append(
-            NewEvent(self._run_id, event.seq, payload_to_json(payload), event.time)
-        )
+        logged, live = encode_event(self._run_id, event)
+        self._pending.append(logged)
         if self._held or self._allocated or event.seq > self._reserved:
-            self._held.append(event)
+            self._held.append(live)
         elif not self._sealed:
-            self.channel.publish(event)
+            self.channel.publish(live)
         if len(self._pending) >= FLUSH_EVENTS or event.seq > self._reserved:
             self._schedule_flush(0.0)
         else:
@@ -127,7 +129,7 @@ class EventSink:
         self._allocated = False
         self._release()
 
-    def published(self, events: list[RunEvent]) -> None:
+    def published(self, events: list[EncodedRunEvent]) -> None:
         """Publish events that a commit just made durable (then any held behind them)."""
         self._allocated = False
         if not self._sealed:

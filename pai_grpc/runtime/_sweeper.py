@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 
+from pai_grpc.runtime._records import compaction_marker_body
 from pai_grpc.telemetry import Metrics
 from storage import RetentionPolicy, Store, SweepReport
 
@@ -52,7 +53,7 @@ class Sweeper:
 
     async def sweep_once(self) -> SweepReport:
         """One pass now."""
-        report = await self._store.sweep(self._policy)
+        report = await self._store.sweep(self._policy, encode_marker=compaction_marker_body)
         self.last = report
         if self._metrics is not None:
             for kind, rows in (

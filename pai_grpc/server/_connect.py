@@ -11,21 +11,23 @@ details (ErrorInfo, RetryInfo, BadRequest as ``google.protobuf.Any``).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any, NoReturn, cast
 
 import grpc
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError, ErrorDetail
 from connectrpc.server import ConnectASGIApplication
-from google.protobuf import descriptor_pool
+from google.protobuf import descriptor_pool, message_factory
 from google.rpc import status_pb2
 from protobuf.wkt import Any as WireAny
 
 from pai.v1 import admin_service_connect, run_service_connect, thread_service_connect
 from pai_grpc.server._admin import AdminService
+from pai_grpc.server._decode import PRE_ENCODED
 from pai_grpc.server._runs import RunService
 from pai_grpc.server._threads import ThreadService
 
@@ -113,17 +115,33 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+async def _messages(
+    responses: AsyncGenerator[Any, None], parse: Callable[[bytes], Any]
+) -> AsyncIterator[Any]:
+    """A servicer's stream with pre-encoded responses (``bytes``) parsed into messages."""
+    async with contextlib.aclosing(responses) as stream:
+        async for response in stream:
+            yield parse(response) if isinstance(response, bytes) else response
+
+
 class ConnectAdapter:
     """One servicer exposed with the Connect service Protocol's snake_case methods.
 
     ``get_run(request, ctx)`` calls ``servicer.GetRun(request, CallContext)``;
-    a server-streaming method returns the servicer's async iterator as is.
+    a server-streaming method returns the servicer's async iterator, with the
+    responses it pre-encoded for the gRPC port (StreamRun) parsed back into
+    messages, which the Connect codecs (JSON or binary) serialize themselves.
     """
 
     def __init__(self, servicer: Any, service_name: str) -> None:
         service = descriptor_pool.Default().FindServiceByName(service_name)
         self._methods: dict[str, Callable[..., Any]] = {
             _snake(m.name): getattr(servicer, m.name) for m in service.methods
+        }
+        self._parsers: dict[str, Callable[[bytes], Any]] = {
+            _snake(m.name): message_factory.GetMessageClass(m.output_type).FromString
+            for m in service.methods
+            if f"/{service_name}/{m.name}" in PRE_ENCODED
         }
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
@@ -132,8 +150,11 @@ class ConnectAdapter:
         except KeyError:
             raise AttributeError(name) from None
 
+        parse = self._parsers.get(name)
+
         def call(request: Any, ctx: Any) -> Any:
-            return method(request, CallContext(ctx.request_headers, ctx.client_address))
+            out = method(request, CallContext(ctx.request_headers, ctx.client_address))
+            return out if parse is None else _messages(out, parse)
 
         return call
 

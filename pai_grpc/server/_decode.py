@@ -8,6 +8,11 @@ generated service with every handler's deserializer wrapped: a request that
 fails to decode, or whose strings hold U+0000 (which PostgreSQL cannot
 store, so no backend accepts it), becomes a :class:`Rejected` sentinel that
 the wrapped behaviour answers with a rich INVALID_ARGUMENT status.
+
+The same registration gives the methods in :data:`PRE_ENCODED` a response
+serializer that sends ``bytes`` as they are: StreamRun's servicer yields
+responses already in wire form (built around the stored event), and still
+may yield a message object.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ MALFORMED_REQUEST = "MALFORMED_REQUEST"
 INVALID_CHARACTER = "INVALID_CHARACTER"
 
 _NUL = "\x00"
+
+#: Methods whose servicers may yield responses already serialized (``bytes``).
+PRE_ENCODED = frozenset({"/pai.v1.RunService/StreamRun"})
 
 
 @dataclass(frozen=True)
@@ -153,9 +161,22 @@ def _deserializer(inner: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
     return deserialize
 
 
-def _guard_handler(handler: Any) -> Any:
+def _pass_through(serialize: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
+    """A response serializer that sends pre-encoded ``bytes`` untouched."""
+
+    def serializer(response: Any) -> bytes:
+        return response if isinstance(response, bytes) else serialize(response)
+
+    return serializer
+
+
+def _guard_handler(handler: Any, method: str) -> Any:
     """The same method handler, answering :class:`Rejected` requests with their status."""
-    if handler is None or handler.request_deserializer is None or handler.request_streaming:
+    if handler is None:
+        return handler
+    if method in PRE_ENCODED and handler.response_serializer is not None:
+        handler = handler._replace(response_serializer=_pass_through(handler.response_serializer))
+    if handler.request_deserializer is None or handler.request_streaming:
         return handler
     deserializer = _deserializer(handler.request_deserializer)
     if handler.response_streaming:
@@ -184,7 +205,9 @@ class _GuardedHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
         self._inner = inner
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
-        return _guard_handler(self._inner.service(handler_call_details))
+        return _guard_handler(
+            self._inner.service(handler_call_details), handler_call_details.method
+        )
 
 
 class _GuardingServer:
@@ -198,12 +221,16 @@ class _GuardingServer:
 
     def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
         self._server.add_registered_method_handlers(
-            service, {name: _guard_handler(h) for name, h in handlers.items()}
+            service, {name: _guard_handler(h, f"/{service}/{name}") for name, h in handlers.items()}
         )
 
 
 def add_guarded(
     add_to_server: Callable[[Any, Any], None], servicer: object, server: grpc.aio.Server
 ) -> None:
-    """Register ``servicer`` with ``add_to_server`` so undecodable requests get a rich status."""
+    """Register ``servicer`` with ``add_to_server``: rich statuses, pre-encoded responses.
+
+    Undecodable requests get a rich status, and the :data:`PRE_ENCODED`
+    methods a pass-through response serializer.
+    """
     add_to_server(servicer, _GuardingServer(server))

@@ -6,17 +6,27 @@ from collections.abc import AsyncIterator
 
 from pai.v1 import run_service_pb2 as pb
 from pai.v1 import run_service_pb2_grpc as pb_grpc
-from pai_grpc.convert import (
-    pending_action_to_proto,
-    resolution_from_proto,
-    run_event_to_proto,
-    run_to_proto,
-)
+from pai_grpc.convert import pending_action_to_proto, resolution_from_proto, run_to_proto
 from pai_grpc.domain import NotStrictJson, Resolution
 from pai_grpc.errors import InvalidArgument
 from pai_grpc.runtime import Runtime
 from pai_grpc.server._errors import Context, fill_unimplemented, guarded
 from pai_grpc.server._scope import ScopeResolver
+
+#: The key of ``StreamRunResponse.event`` (field 1, length-delimited), the
+#: response's only field: a response is this, the body's length, the body.
+_EVENT_KEY = bytes([pb.StreamRunResponse.DESCRIPTOR.fields_by_name["event"].number << 3 | 2])
+
+
+def stream_run_response(body: bytes) -> bytes:
+    """The wire form of ``StreamRunResponse(event=RunEvent.FromString(body))``, built by framing."""
+    size = len(body)
+    length = bytearray()
+    while size > 0x7F:
+        length.append(size & 0x7F | 0x80)
+        size >>= 7
+    length.append(size)
+    return _EVENT_KEY + length + body
 
 
 class RunService(pb_grpc.RunServiceServicer):
@@ -38,12 +48,18 @@ class RunService(pb_grpc.RunServiceServicer):
     @guarded
     async def StreamRun(
         self, request: pb.StreamRunRequest, context: Context
-    ) -> AsyncIterator[pb.StreamRunResponse]:
-        """Replay the run's events after ``after_seq``, then follow live until terminal."""
+    ) -> AsyncIterator[bytes]:
+        """Replay the run's events after ``after_seq``, then follow live until terminal.
+
+        Responses are pre-encoded ``StreamRunResponse`` bytes around each event's
+        stored body (registered with a pass-through serializer, see
+        :func:`pai_grpc.server._decode.add_guarded`): no event is decoded or
+        encoded again per reader.
+        """
         scope = self._scopes.resolve(context)
         events = await self._runtime.stream_run(scope, request.run_id, after_seq=request.after_seq)
         async for event in events:
-            yield pb.StreamRunResponse(event=run_event_to_proto(event))
+            yield stream_run_response(event.body)
 
     @guarded
     async def ListRuns(self, request: pb.ListRunsRequest, context: Context) -> pb.ListRunsResponse:

@@ -1,11 +1,18 @@
 """Run event streams and thread head hints: in-process fan-out and wake-ups."""
 
-from pai_grpc.streams._broker import CHANNEL_WINDOW_BYTES, Broker, RunChannel, event_size
+from pai_grpc.streams._broker import (
+    CHANNEL_WINDOW_BYTES,
+    Broker,
+    EncodedRunEvent,
+    RunChannel,
+    event_size,
+)
 from pai_grpc.streams._threads import ThreadHint, ThreadHub, ThreadSubscription
 
 __all__ = [
     "CHANNEL_WINDOW_BYTES",
     "Broker",
+    "EncodedRunEvent",
     "RunChannel",
     "ThreadHint",
     "ThreadHub",

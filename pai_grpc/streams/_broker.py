@@ -5,6 +5,9 @@ subscribers the moment they are emitted, before the chunk log is flushed.
 Readers of runs executing elsewhere follow the chunk log and are woken by
 :meth:`Broker.notify` (called on local commits and, on PostgreSQL, by
 LISTEN/NOTIFY from other processes).
+
+Events travel as :class:`EncodedRunEvent`: encoded once by the execution that
+emits them, the same bytes reach every reader and the log.
 """
 
 from __future__ import annotations
@@ -13,31 +16,32 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Iterator
-
-from pai_grpc.domain import RunEvent
+from dataclasses import dataclass
 
 #: Bytes of events kept in memory per executing run (default); older ones are
 #: read from the log. Events not yet durable are always kept.
 CHANNEL_WINDOW_BYTES = 1 << 20
-#: Approximate per-event memory besides its text (objects, timestamps, deque slot).
-EVENT_OVERHEAD_BYTES = 400
+#: Approximate per-event memory besides its body (the object, its bytes header, deque slot).
+EVENT_OVERHEAD_BYTES = 150
 
 
-def event_size(event: RunEvent) -> int:
-    """Approximate memory of one event: text deltas dominate, counted by length.
+@dataclass(frozen=True, slots=True)
+class EncodedRunEvent:
+    """One run event as readers receive it: a serialized ``pai.v1.RunEvent``.
 
-    Other events (messages, tool results, statuses) are few per step and are
-    measured by their JSON size.
+    The body carries the seq and time too; it is the very bytes the chunk
+    log stores, so every reader of the event shares one encoding.
     """
-    payload = event.payload
-    chunk = getattr(payload, "chunk", None)
-    if chunk is not None:
-        piece = getattr(chunk, "text", None)
-        if piece is None:
-            piece = getattr(chunk, "delta", None)
-        if isinstance(piece, str):
-            return EVENT_OVERHEAD_BYTES + len(piece)
-    return EVENT_OVERHEAD_BYTES + len(payload.model_dump_json())
+
+    seq: int
+    body: bytes
+    #: The run's terminal status event: a stream ends after it.
+    terminal: bool = False
+
+
+def event_size(event: EncodedRunEvent) -> int:
+    """Approximate memory of one kept event."""
+    return EVENT_OVERHEAD_BYTES + len(event.body)
 
 
 class _Signal:
@@ -85,10 +89,10 @@ class RunChannel:
         self.window_bytes = window_bytes
         #: Approximate bytes of the kept events.
         self.size = 0
-        self._events: deque[tuple[RunEvent, int]] = deque()
+        self._events: deque[tuple[EncodedRunEvent, int]] = deque()
         self.signal = _Signal()
 
-    def publish(self, event: RunEvent) -> None:
+    def publish(self, event: EncodedRunEvent) -> None:
         """Deliver an event to every subscriber now."""
         size = event_size(event)
         self._events.append((event, size))
@@ -110,7 +114,7 @@ class RunChannel:
             self.size -= size
             self.first_seq = dropped.seq + 1
 
-    def since(self, seq: int) -> Iterator[RunEvent]:
+    def since(self, seq: int) -> Iterator[EncodedRunEvent]:
         """Kept events with a sequence number above ``seq``."""
         if not self._events or self._events[-1][0].seq <= seq:
             return

@@ -23,12 +23,8 @@ def _payload(event: runs_pb2.RunEvent) -> bytes:
 
 
 def _durable_text_kept(channel: Any) -> int:
-    """Text bytes the live channel keeps of events the log already holds."""
-    total = 0
-    for event in channel.since(0):
-        if event.seq <= channel.durable_seq:
-            total += len(getattr(getattr(event.payload, "chunk", None), "text", "") or "")
-    return total
+    """Encoded bytes the live channel keeps of events the log already holds."""
+    return sum(len(e.body) for e in channel.since(0) if e.seq <= channel.durable_seq)
 
 
 async def test_live_events_are_bounded_by_bytes_and_late_readers_get_every_event(

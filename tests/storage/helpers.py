@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from pai_grpc.domain import new_id
 from storage import (
     ClaimedRun,
+    NewEvent,
     NewMessage,
     NewRun,
     NewThread,
@@ -17,6 +19,11 @@ from storage import (
 
 SCOPE = "tenant-a"
 OTHER = "tenant-b"
+
+
+def event(run_id: str, seq: int, kind: str = "status") -> NewEvent:
+    """An event-log entry with an opaque body naming it (storage never reads bodies)."""
+    return NewEvent(run_id, seq, f"{run_id}:{seq}:{kind}".encode(), kind, datetime.now(UTC))
 
 
 async def make_thread(store: Store, scope: str = SCOPE, **meta: Any) -> str:

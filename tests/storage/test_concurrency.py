@@ -11,7 +11,6 @@ import pytest
 from storage import (
     PROMOTE_NEXT,
     LeaseLost,
-    NewEvent,
     RunUpdate,
     Store,
     ThreadPatch,
@@ -19,7 +18,14 @@ from storage import (
     retry_on_conflict,
 )
 from tests.conftest import open_store
-from tests.storage.helpers import SCOPE, make_thread, queue_run, start_run, text_message
+from tests.storage.helpers import (
+    SCOPE,
+    event,
+    make_thread,
+    queue_run,
+    start_run,
+    text_message,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rule("RT-09")]
 
@@ -132,7 +138,7 @@ async def test_a_claimer_whose_lease_expired_cannot_write(pg: Store) -> None:
                 thread_id=thread_id,
                 append_messages=[text_message("stale step")],
                 update_runs=[RunUpdate(id=run_id, lease=slow.lease, step_count=1, last_seq=1)],
-                events=[NewEvent(run_id, 1, {"kind": "stale"})],
+                events=[event(run_id, 1)],
             )
         )
 

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import math
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy.exc import IntegrityError
 
 from pai_grpc.domain import new_id
 from storage import (
     NOW,
     PROMOTE_NEXT,
+    CommitResult,
     DuplicateRequest,
     IdempotencyRecord,
     InvalidJson,
@@ -38,6 +40,7 @@ from tests.storage.helpers import (
     OTHER,
     SCOPE,
     claim,
+    event,
     make_thread,
     queue_run,
     start_run,
@@ -121,7 +124,7 @@ async def test_a_write_set_commits_root_children_and_run_together(store: Store) 
                     tool_name="t",
                 )
             ],
-            events=[NewEvent(run_id, 1, {"kind": "x"}), NewEvent(run_id, 2, {"kind": "y"})],
+            events=[event(run_id, 1), event(run_id, 2, "message")],
         )
     )
     assert result.thread is not None
@@ -157,7 +160,7 @@ async def test_a_stale_version_rejects_the_whole_write_set(store: Store) -> None
                 insert_runs=[
                     NewRun(id=new_id("run"), status="queued", initiator="send", operation="send")
                 ],
-                events=[NewEvent(run_id, 1, {"kind": "x"})],
+                events=[event(run_id, 1)],
             )
         )
     assert await state(store, thread_id) == before
@@ -328,17 +331,24 @@ async def test_run_status_guard(store: Store) -> None:
 async def test_events_after_commit_atomically_and_see_positions(store: Store) -> None:
     thread_id = await make_thread(store)
     run_id = await start_run(store, thread_id)
+
+    def positioned(r: CommitResult) -> list[NewEvent]:
+        body = f"position {r.messages[0].position}".encode()
+        return [NewEvent(run_id, 1, body, "message", datetime.now(UTC))]
+
     result = await store.commit(
         WriteSet(scope=SCOPE, thread_id=thread_id, append_messages=[text_message("m")]),
-        events_after=lambda r: [NewEvent(run_id, 1, {"position": r.messages[0].position})],
+        events_after=positioned,
     )
-    (event,) = await store.read_events(SCOPE, run_id)
-    assert event.event == {"position": result.messages[0].position}
+    (logged,) = await store.read_events(SCOPE, run_id)
+    assert (logged.kind, logged.event) == ("message", None)
+    assert logged.body == f"position {result.messages[0].position}".encode()
     before = await state(store, thread_id)
-    with pytest.raises(InvalidJson):
+    # An entry that cannot be written (seq 1 is taken) takes the message with it.
+    with pytest.raises(IntegrityError):
         await store.commit(
             WriteSet(scope=SCOPE, thread_id=thread_id, append_messages=[text_message("m")]),
-            events_after=lambda r: [NewEvent(run_id, 2, {"bad": math.inf})],
+            events_after=lambda r: [event(run_id, 1)],
         )
     assert await state(store, thread_id) == before
 
@@ -378,12 +388,6 @@ async def test_non_strict_json_is_rejected_before_anything_is_written(
             scope=SCOPE,
             thread_id=thread_id,
             append_messages=[text_message("ok"), text_message("x", metadata={"v": bad})],
-        ),
-        WriteSet(
-            scope=SCOPE,
-            thread_id=thread_id,
-            append_messages=[text_message("ok")],
-            events=[NewEvent(run_id, 1, {"v": bad})],
         ),
         WriteSet(
             scope=SCOPE,
@@ -474,7 +478,7 @@ async def test_an_expired_lease_is_reclaimed_and_the_old_holder_cannot_write(sto
             WriteSet(
                 scope=SCOPE,
                 thread_id=thread_id,
-                events=[NewEvent(run_id, 1, {"kind": "stale"})],
+                events=[event(run_id, 1)],
                 update_runs=[RunUpdate(id=run_id, lease=first.lease, last_seq=1)],
             )
         )

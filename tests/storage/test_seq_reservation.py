@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+from pai_grpc.convert import run_event_from_bytes
 from pai_grpc.models import ScriptedModel
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry, Runtime
-from storage import SEQ_BLOCK, NewEvent, RunUpdate, Store, WriteSet
-from tests.storage.helpers import SCOPE, claim, make_thread, start_run
+from storage import SEQ_BLOCK, RunUpdate, Store, WriteSet
+from tests.storage.helpers import SCOPE, claim, event, make_thread, start_run
 
 
 async def test_a_claim_starts_above_the_reservation_and_reserves_a_block(store: Store) -> None:
@@ -21,7 +22,7 @@ async def test_a_claim_starts_above_the_reservation_and_reserves_a_block(store: 
         WriteSet(
             scope=SCOPE,
             thread_id=thread_id,
-            events=[NewEvent(run_id, s, {"n": s}) for s in range(1, 11)],
+            events=[event(run_id, s) for s in range(1, 11)],
             update_runs=[
                 RunUpdate(id=run_id, lease=first.lease, last_seq=10, reserved_seq=10 + SEQ_BLOCK)
             ],
@@ -38,7 +39,7 @@ async def test_a_claim_starts_above_the_reservation_and_reserves_a_block(store: 
         WriteSet(
             scope=SCOPE,
             thread_id=thread_id,
-            events=[NewEvent(run_id, second.first_seq, {"n": "waiting"})],
+            events=[event(run_id, second.first_seq)],
             update_runs=[
                 RunUpdate(
                     id=run_id,
@@ -66,7 +67,7 @@ async def test_cancelling_a_lost_run_writes_above_the_reservation(store: Store) 
         WriteSet(
             scope=SCOPE,
             thread_id=thread_id,
-            events=[NewEvent(run_id, s, {"n": s}) for s in range(1, 4)],
+            events=[event(run_id, s) for s in range(1, 4)],
             update_runs=[
                 RunUpdate(id=run_id, lease=lost.lease, last_seq=3, reserved_seq=3 + SEQ_BLOCK)
             ],
@@ -77,8 +78,10 @@ async def test_cancelling_a_lost_run_writes_above_the_reservation(store: Store) 
     run = await runtime.cancel_run(SCOPE, run_id, reason="stop")
     assert run.status == "cancelled"
     # A reader that saw seq 7 live resumes: the abort first, then the cancellation.
-    events = [e async for e in await runtime.stream_run(SCOPE, run_id, after_seq=7)]
+    streamed = [e async for e in await runtime.stream_run(SCOPE, run_id, after_seq=7)]
+    events = [run_event_from_bytes(e.body) for e in streamed]
     assert [e.seq for e in events] == [4 + SEQ_BLOCK, 5 + SEQ_BLOCK]
+    assert [e.terminal for e in streamed] == [False, True]
     first, last = (e.payload.model_dump(mode="json") for e in events)
     assert first["chunk"] == {"type": "abort", "reason": "recovery"}
     assert last["status"] == "cancelled"
