@@ -83,7 +83,9 @@ async def serve_plugin(
             plaintext); with a client CA, the runtime must present a certificate.
         host_tls: TLS of the channel to the runtime's HookHostService (default:
             ``PAI_HOOK_HOST_TLS_*``, else plaintext).
-        tracer_provider: Where the plugin's spans go (default: the global provider).
+        tracer_provider: Where the plugin's spans go (default: the global provider, as
+            installed when the plugin starts; with none installed the plugin records no
+            spans and its calls carry no tracing interceptors).
 
     Raises:
         TlsError: A TLS file cannot be used.
