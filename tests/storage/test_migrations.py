@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
+from pai_grpc.testing import migrated_store
 from storage import (
     SchemaMismatch,
     check_schema,
@@ -18,7 +21,7 @@ from storage import (
     head_revision,
     upgrade,
 )
-from storage._migrate import alembic_config
+from storage._migrate import _revisions, alembic_config
 from storage._schema import metadata
 from tests.conftest import open_store
 from tests.storage.helpers import SCOPE, make_thread, start_run
@@ -76,3 +79,28 @@ async def test_a_database_newer_than_the_code_is_refused(backend: str, tmp_path:
         )
         with pytest.raises(SchemaMismatch, match="newer than this code"):
             await check_schema(store)
+
+
+def test_the_startup_check_reads_the_same_revisions_as_alembic() -> None:
+    """The schema check parses the scripts itself: it must agree with Alembic's own reading."""
+    scripts = ScriptDirectory.from_config(alembic_config())
+    assert head_revision() == scripts.get_heads()[0]
+    assert _revisions() == {s.revision: s.down_revision for s in scripts.walk_revisions()}
+
+
+async def test_the_startup_check_does_not_load_alembic(tmp_path: Path) -> None:
+    """``serve`` and ``runner`` check the schema at every start; Alembic stays unloaded."""
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    await (await migrated_store(url)).close()
+    code = (
+        "import asyncio, sys\n"
+        "from storage import Store, check_schema\n"
+        "async def main():\n"
+        f"    store = Store.open({url!r})\n"
+        "    await check_schema(store)\n"
+        "    await store.close()\n"
+        "asyncio.run(main())\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] == 'alembic'], 'alembic loaded'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
