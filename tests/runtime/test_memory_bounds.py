@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import tracemalloc
 from typing import Any
 
 from pai.v1 import runs_pb2
 from pai_grpc.models import ModelCall, ScriptedModel
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.runtime._context_cache import ContextCache
+from pai_grpc.server import DEV_SCOPE
 from pai_grpc.testing import serve_in_process
 from tests.runtime.support import collect, new_thread, send, wait_run
 
@@ -104,3 +107,31 @@ async def test_the_context_cache_evicts_by_bytes_and_serves_correct_contexts(
         # Three threads of ~4 x 2 x 4 KB each do not fit: some were evicted.
         assert len(cache) < len(threads)
         assert cache.size == sum(e.size for e in cache._entries.values())
+
+
+async def test_the_context_cache_counts_what_its_entries_really_take(sqlite_url: str) -> None:
+    """The byte budget is honest: a cached thread's size is close to its measured memory.
+
+    Short messages are the hard case (their fixed cost is most of them): the
+    old estimate counted a fourth of what they take.
+    """
+    model = ScriptedModel(["ok"])
+    agents = AgentRegistry([Agent(name=DEFAULT_AGENT, model=model)])
+    async with serve_in_process(sqlite_url, agents=agents) as srv:
+        thread_id = await new_thread(srv)
+        for turn in range(40):
+            await wait_run(srv, (await send(srv, thread_id, f"hi {turn}")).run_id)
+        cache = ContextCache(srv.app.store)  # a fresh cache: only this thread in it
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.take_snapshot()
+            snapshot = await cache.read(DEV_SCOPE, thread_id)
+            del snapshot
+            gc.collect()
+            after = tracemalloc.take_snapshot()
+        finally:
+            tracemalloc.stop()
+        real = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+        assert len(cache) == 1
+        assert 0.7 <= real / cache.size <= 1.3, (real, cache.size)
