@@ -164,3 +164,28 @@ def test_finish_step_records_usage_and_reason() -> None:
     assert r.usage == Usage(input_tokens=3)
     assert r.finish_reason == "length"
     assert not r.has_content
+
+
+def test_text_deltas_fold_into_their_part_in_order_with_metadata_merged() -> None:
+    r = StepReducer()
+    r.apply(TextStartChunk(id="t"))
+    r.apply(ReasoningStartChunk(id="r"))
+    for i in range(500):
+        r.apply(TextDeltaChunk(id="t", text=f"{i},"))
+        r.apply(ReasoningDeltaChunk(id="r", text="."))
+        if i == 250:
+            r.apply(TextDeltaChunk(id="t", text="!", provider_metadata={"p": {"a": 1}}))
+    # Mid-stream the parts hold the text so far, still streaming.
+    text = r.parts[0]
+    assert isinstance(text, TextPart)
+    expected = "".join(f"{i}," + ("!" if i == 250 else "") for i in range(500))
+    assert (text.text, text.state) == (expected, "streaming")
+    r.apply(TextDeltaChunk(id="t", text="end", provider_metadata={"p": {"b": 2}}))
+    r.apply(TextEndChunk(id="t"))
+    (done, reasoning) = r.finalize()
+    assert isinstance(done, TextPart)
+    assert isinstance(reasoning, ReasoningPart)
+    assert done.text == expected + "end"
+    assert done.state == "done"
+    assert done.provider_metadata == {"p": {"a": 1, "b": 2}}
+    assert reasoning.text == "." * 500

@@ -33,6 +33,10 @@ from pai_grpc.domain import (
 # --------------------------------------------------------------------------- JSON
 
 
+#: The Unix epoch, the origin of ``Timestamp``.
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def _check(value: object, path: str) -> None:
     try:
         # The wire carries U+0000; whether it may be stored is decided where
@@ -237,9 +241,12 @@ def timestamp_to_proto(value: datetime) -> timestamp_pb2.Timestamp:
     """
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"naive datetime {value.isoformat()} has no time zone; use UTC")
-    pb = timestamp_pb2.Timestamp()
-    pb.FromDatetime(value)
-    return pb
+    # Integer arithmetic on the difference from the epoch: exact, and ~4x cheaper
+    # than Timestamp.FromDatetime (every run event carries a time).
+    since = value - _EPOCH
+    return timestamp_pb2.Timestamp(
+        seconds=since.days * 86_400 + since.seconds, nanos=since.microseconds * 1_000
+    )
 
 
 def timestamp_from_proto(pb: timestamp_pb2.Timestamp) -> datetime:

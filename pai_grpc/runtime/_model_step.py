@@ -12,9 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
-from typing import Any
-
-from pydantic import BaseModel
+from typing import Any, get_args
 
 from pai_grpc.domain import StepStreamChunk, ToolCallChunk
 from pai_grpc.errors import ModelError
@@ -180,10 +178,18 @@ def without_nul(chunk: StepStreamChunk) -> StepStreamChunk:
     return chunk.model_copy(update=update) if update else chunk
 
 
+#: Every arm of the canonical chunk union (``StepStreamChunk`` is an annotated union).
+_CHUNK_CLASSES: tuple[type, ...] = get_args(get_args(StepStreamChunk)[0])
+
+
 def check_chunk(chunk: Any) -> None:
-    """The canonical stream's own rules (TSS-02, TSS-05)."""
+    """The canonical stream's own rules (TSS-02, TSS-05).
+
+    A chunk that passes is an instance of one arm of the chunk union, so the
+    event carrying it needs no validation of its own.
+    """
     kind = getattr(chunk, "type", None)
-    if not isinstance(chunk, BaseModel) or not isinstance(kind, str):
+    if not isinstance(chunk, _CHUNK_CLASSES) or not isinstance(kind, str):
         raise InvalidDecision(
             "transform_step_stream", "transform_step_stream", f"not a step chunk: {chunk!r}"
         )

@@ -77,7 +77,7 @@ def _merge_meta(a: JsonObject | None, b: JsonObject | None) -> JsonObject | None
 class StepReducer:
     """Accumulates one step's chunks into parts, in arrival order."""
 
-    parts: list[MessagePart] = field(default_factory=list)
+    _parts: list[MessagePart] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     finish_reason: FinishReason | None = None
     raw_finish_reason: str | None = None
@@ -88,6 +88,39 @@ class StepReducer:
     _open: dict[tuple[str, str], int] = field(default_factory=dict)
     _tool_index: dict[str, int] = field(default_factory=dict)
     _tool_text: dict[str, str] = field(default_factory=dict)
+    #: Text of open text/reasoning parts (by index) not yet folded into the part:
+    #: copying the part on every delta made a long step's deltas quadratic.
+    _pending: dict[int, list[str]] = field(default_factory=dict)
+
+    @property
+    def parts(self) -> list[MessagePart]:
+        """The step's parts so far, in arrival order (open blocks hold their text so far)."""
+        for i in list(self._pending):
+            self._fold(i)
+        return self._parts
+
+    def _fold(self, i: int) -> None:
+        """Fold the pending text of part ``i`` into it."""
+        pieces = self._pending.pop(i, None)
+        if pieces:
+            part = self._parts[i]
+            assert isinstance(part, TextPart | ReasoningPart)
+            self._parts[i] = part.model_copy(update={"text": part.text + "".join(pieces)})
+
+    def _append_text(self, i: int, text: str, provider_metadata: JsonObject | None) -> None:
+        """A text or reasoning delta: buffered, unless it carries metadata to merge."""
+        if not provider_metadata:
+            self._pending.setdefault(i, []).append(text)
+            return
+        self._fold(i)
+        part = self._parts[i]
+        assert isinstance(part, TextPart | ReasoningPart)
+        self._parts[i] = part.model_copy(
+            update={
+                "text": part.text + text,
+                "provider_metadata": _merge_meta(part.provider_metadata, provider_metadata),
+            }
+        )
 
     def apply(self, chunk: StepStreamChunk) -> None:
         """Fold one chunk into the step."""
@@ -103,18 +136,10 @@ class StepReducer:
                 )
             case TextDeltaChunk():
                 i = self._index("text", chunk.id, chunk.type)
-                part = self.parts[i]
-                assert isinstance(part, TextPart)
-                self.parts[i] = part.model_copy(
-                    update={
-                        "text": part.text + chunk.text,
-                        "provider_metadata": _merge_meta(
-                            part.provider_metadata, chunk.provider_metadata
-                        ),
-                    }
-                )
+                self._append_text(i, chunk.text, chunk.provider_metadata)
             case TextEndChunk():
                 i = self._index("text", chunk.id, chunk.type)
+                self._fold(i)
                 part = self.parts[i]
                 assert isinstance(part, TextPart)
                 self.parts[i] = part.model_copy(
@@ -135,18 +160,10 @@ class StepReducer:
                 )
             case ReasoningDeltaChunk():
                 i = self._index("reasoning", chunk.id, chunk.type)
-                r = self.parts[i]
-                assert isinstance(r, ReasoningPart)
-                self.parts[i] = r.model_copy(
-                    update={
-                        "text": r.text + chunk.text,
-                        "provider_metadata": _merge_meta(
-                            r.provider_metadata, chunk.provider_metadata
-                        ),
-                    }
-                )
+                self._append_text(i, chunk.text, chunk.provider_metadata)
             case ReasoningEndChunk():
                 i = self._index("reasoning", chunk.id, chunk.type)
+                self._fold(i)
                 r = self.parts[i]
                 assert isinstance(r, ReasoningPart)
                 self.parts[i] = r.model_copy(

@@ -147,7 +147,8 @@ class StepOutput:
                 chunk = json_call(without_nul(chunk))
                 self._committer.check_sink()
                 reducer.apply(chunk)
-                self._committer.emit(ChunkEvent(chunk=chunk))
+                # check_chunk proved it one arm of the chunk union: no validation again.
+                self._committer.emit(ChunkEvent.model_construct(chunk=chunk))
                 if chunk.type in ("error", "abort"):
                     break
             self._publish_data(data, reducer)
@@ -181,7 +182,8 @@ class StepOutput:
             self._committer.emit(ChunkEvent(chunk=start))
             for chunk in response_chunks(decision.replacement, prefix=f"txt_{new_ulid()}_"):
                 reducer.apply(chunk)
-                self._committer.emit(ChunkEvent(chunk=chunk))
+                # check_chunk proved it one arm of the chunk union: no validation again.
+                self._committer.emit(ChunkEvent.model_construct(chunk=chunk))
             self._committer.step_count += 1
             message = NewMessage(
                 id=new_id("msg"),

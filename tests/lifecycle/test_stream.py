@@ -550,6 +550,27 @@ async def test_text_chunks_need_ids(
         assert "text id" in done.run.error.message
 
 
+class LookAlike(BaseModel):
+    """Shaped like a text delta, but not one of the canonical chunk types."""
+
+    type: str = "text-delta"
+    id: str = "t0"
+    text: str = "x"
+
+
+async def test_a_chunk_look_alike_is_an_invalid_decision(
+    database_url: str, hooks_mode: str
+) -> None:
+    hooks = lifecycle("look-alike", transform_step_stream=emitting(LookAlike()))
+    async with harness(database_url, hooks, mode=hooks_mode) as h:
+        thread_id, done = await h.ask("hi")
+        # In process the runtime refuses it; a plugin cannot even put it on the wire.
+        reason = "HOOK_FAILED" if hooks_mode == "remote" else "HOOK_INVALID_DECISION"
+        assert_failed_with_nothing_committed(done, await h.transcript(thread_id), reason)
+        if hooks_mode != "remote":
+            assert "not a step chunk" in done.run.error.message
+
+
 @pytest.mark.rule("TSS-05")
 @pytest.mark.parametrize("phase", ["prepare_run", "prepare_model_step", "abort"])
 async def test_text_synthesised_by_lifecycle_responses_has_ids(
