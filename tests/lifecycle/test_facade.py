@@ -563,6 +563,9 @@ async def test_private_metadata_never_reaches_clients_and_private_writes_publish
     database_url: str, hooks_mode: str
 ) -> None:
     go, written, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    # Held until the test has read the public changes: a slow watcher would otherwise
+    # read a head where the run had already ended, and report that status change too.
+    checked = asyncio.Event()
 
     async def prepare_run(i: PrepareRunInput) -> None:
         await go.wait()
@@ -574,6 +577,7 @@ async def test_private_metadata_never_reaches_clients_and_private_writes_publish
             role="system", parts=[TextPart(text="note")], private_metadata={"why": SECRET}
         )
         await i.thread.metadata.merge({"marker": "public"})
+        await checked.wait()
 
     hooks = lifecycle("private", prepare_run=prepare_run)
     async with harness(database_url, hooks, mode=hooks_mode) as h:
@@ -598,10 +602,12 @@ async def test_private_metadata_never_reaches_clients_and_private_writes_publish
                 tpb.THREAD_CHANGE_METADATA,
             }
             marker = public[-1]
+            checked.set()
             done = await h.finish(handle.run_id)
             assert done.status == "completed"
             await watch.until(lambda c: c.thread.status == threads_pb2.THREAD_STATUS_IDLE)
         finally:
+            checked.set()  # never leave the run held if an assertion failed
             watch.cancel()
 
         record = await h.thread_record(thread_id)
