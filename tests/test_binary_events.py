@@ -31,7 +31,6 @@ from pai_grpc.domain import (
     Usage,
     new_id,
 )
-from pai_grpc.lifecycle import AfterStepInput, AgentLifecycle, PrepareModelStepInput
 from pai_grpc.models import ScriptedModel
 from pai_grpc.runtime import (
     DEFAULT_AGENT,
@@ -57,6 +56,7 @@ from storage import (
     upgrade,
 )
 from storage.tables import run_events
+from tests.runtime.support import NoteHooks
 
 #: No sweeps of their own: the tests sweep by hand.
 MANUAL = {"file": ConfigFile(retention=RetentionTable(sweep_interval=0))}
@@ -64,21 +64,9 @@ COMPACT_NOW = RetentionPolicy(events_after_terminal=timedelta(0), idempotency_tt
 DELTAS = ("text_delta", "reasoning_delta", "tool_input_delta")
 
 
-class _Note(AgentLifecycle):
-    """Hooks that do nothing, so the log holds hook_call events too."""
-
-    name = "note"
-
-    async def prepare_model_step(self, input: PrepareModelStepInput) -> Any:
-        return None
-
-    async def after_step(self, input: AfterStepInput) -> Any:
-        return None
-
-
 def agents(said: str) -> AgentRegistry:
     return AgentRegistry(
-        [Agent(name=DEFAULT_AGENT, model=ScriptedModel([said]), lifecycle=_Note())]
+        [Agent(name=DEFAULT_AGENT, model=ScriptedModel([said]), lifecycle=NoteHooks())]
     )
 
 

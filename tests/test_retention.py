@@ -21,7 +21,6 @@ from pai.v1 import parts_pb2, run_service_pb2, runs_pb2
 from pai.v1 import thread_service_pb2 as tpb
 from pai_grpc._config_retention import RetentionTable
 from pai_grpc.config import ConfigFile, Settings
-from pai_grpc.lifecycle import AfterStepInput, AgentLifecycle, PrepareModelStepInput
 from pai_grpc.models import OfflineModel
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry, compaction_marker_body
 from pai_grpc.server import RunnerProcess
@@ -29,6 +28,7 @@ from pai_grpc.telemetry import Telemetry
 from pai_grpc.testing import InProcessServer, serve_in_process
 from storage import RetentionPolicy, Store, SweepReport
 from storage._schema import metadata
+from tests.runtime.support import NoteHooks
 
 COMPACT_NOW = RetentionPolicy(events_after_terminal=timedelta(0), idempotency_ttl=None)
 #: No sweeps of their own in servers the test sweeps by hand.
@@ -124,21 +124,9 @@ async def test_stream_of_a_compacted_run_from_zero_and_from_inside_a_stretch(
         assert await stream(srv, run_id, after=original[-1].seq) == []
 
 
-class _Note(AgentLifecycle):
-    """A hook whose calls put hook_call events in the log between the deltas."""
-
-    name = "note"
-
-    async def prepare_model_step(self, input: PrepareModelStepInput) -> Any:
-        return None
-
-    async def after_step(self, input: AfterStepInput) -> Any:
-        return None
-
-
 async def test_compaction_keeps_every_hook_call_event(database_url: str) -> None:
     model = OfflineModel(chunk_delay=0)
-    agents = AgentRegistry([Agent(name=DEFAULT_AGENT, model=model, lifecycle=_Note())])
+    agents = AgentRegistry([Agent(name=DEFAULT_AGENT, model=model, lifecycle=NoteHooks())])
     async with serve_in_process(database_url, agents=agents, **MANUAL) as srv:
         _, run_id = await send(srv, words(20))
         original = await stream(srv, run_id)

@@ -79,6 +79,31 @@ async def _process(
                 await proc.wait()
 
 
+#: How the benchmarks start the command: quiet, from this interpreter.
+CLI = ("-m", "pai_grpc.cli", "--log-level", "WARNING")
+
+
+async def served_database(
+    backend: str, workdir: Path, name: str
+) -> tuple[dict[str, str], str | None]:
+    """A fresh, migrated database and the environment `pai-grpc` runs on it with.
+
+    The config is the served benchmarks' own: the offline model with no pause
+    between chunks, and no Send rate limit (it would cap the rate measured).
+    Returns the environment and the PostgreSQL schema to drop afterwards.
+    """
+    url, schema = await bench_database(backend, workdir, name)
+    config = workdir / f"{name}-{backend}.toml"
+    config.write_text("[limits]\nsends_per_second = 0\n\n[offline]\nchunk_delay = 0\n")
+    env = {**os.environ, "PAI_DATABASE_URL": url, "PAI_CONFIG": str(config)}
+    env.pop("ANTHROPIC_API_KEY", None)
+    done = await asyncio.create_subprocess_exec(sys.executable, *CLI, "migrate", env=env)
+    if await done.wait() != 0:
+        await drop_schema(schema)
+        raise RuntimeError("pai-grpc migrate failed")
+    return env, schema
+
+
 async def _measure(address: str, pid: int, seconds: float) -> dict[str, float]:
     """Runs/s and CPU per run (16 clients), first-delta p50 (one client), one long stream."""
     ttfc = await load(address, "ttfc", 1, TTFC_RUNS)
@@ -107,20 +132,12 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
     then the bare ones, and every figure is the median over :data:`ROUNDS`
     (the machine's load changes from one second to the next).
     """
-    url, schema = await bench_database(backend, workdir, "serve")
-    config = workdir / f"serve-{backend}.toml"
-    config.write_text("[limits]\nsends_per_second = 0\n\n[offline]\nchunk_delay = 0\n")
-    env = {**os.environ, "PAI_DATABASE_URL": url, "PAI_CONFIG": str(config)}
-    env.pop("ANTHROPIC_API_KEY", None)
-    cli = ("-m", "pai_grpc.cli", "--log-level", "WARNING")
+    env, schema = await served_database(backend, workdir, "serve")
     served_rounds: list[dict[str, float]] = []
     bare_rounds: list[dict[str, float]] = []
     try:
-        done = await asyncio.create_subprocess_exec(sys.executable, *cli, "migrate", env=env)
-        if await done.wait() != 0:
-            raise RuntimeError("pai-grpc migrate failed")
         address = f"127.0.0.1:{free_port()}"
-        async with _process(*cli, "serve", "--address", address, env=env, address=address) as pid:
+        async with _process(*CLI, "serve", "--address", address, env=env, address=address) as pid:
             # The bare stream carries as many messages as a run does for the same words.
             extra = int((await load(address, "ttfc", 1, 1))["messages"]) - 1
             bare_address = f"127.0.0.1:{free_port()}"

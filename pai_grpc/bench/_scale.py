@@ -22,8 +22,8 @@ import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from pai_grpc.bench._common import Report, Result, bench_database, drop_schema, free_port, load
-from pai_grpc.bench._process import _process, cpu_seconds
+from pai_grpc.bench._common import Report, Result, drop_schema, free_port, load
+from pai_grpc.bench._process import CLI, _process, cpu_seconds, served_database
 
 #: Clients per load generator; two generators run at once.
 CLIENTS = 8
@@ -53,33 +53,25 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
     if backend != "postgresql":
         print(f"  {backend:<10} scale-out: not measured (one writer per SQLite database)")
         return
-    url, schema = await bench_database(backend, workdir, "scale")
-    config = workdir / "scale.toml"
-    config.write_text("[limits]\nsends_per_second = 0\n\n[offline]\nchunk_delay = 0\n")
-    env = {**os.environ, "PAI_DATABASE_URL": url, "PAI_CONFIG": str(config)}
-    env.pop("ANTHROPIC_API_KEY", None)
-    cli = ("-m", "pai_grpc.cli", "--log-level", "WARNING")
+    env, schema = await served_database(backend, workdir, "scale")
     single: list[tuple[float, float]] = []
     scaled: list[tuple[float, float]] = []
     try:
-        done = await asyncio.create_subprocess_exec(sys.executable, *cli, "migrate", env=env)
-        if await done.wait() != 0:
-            raise RuntimeError("pai-grpc migrate failed")
         for _ in range(ROUNDS):
             address = f"127.0.0.1:{free_port()}"
             async with _process(
-                *cli, "serve", "--address", address, env=env, address=address
+                *CLI, "serve", "--address", address, env=env, address=address
             ) as pid:
                 single.append(await _loaded([address], [pid]))
             async with AsyncExitStack() as stack:
                 addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
                 pids = [
                     await stack.enter_async_context(
-                        _process(*cli, "serve", "--no-runner", "--address", a, env=env, address=a)
+                        _process(*CLI, "serve", "--no-runner", "--address", a, env=env, address=a)
                     )
                     for a in addresses
                 ]
-                runners = [await _runner(cli, env) for _ in range(2)]
+                runners = [await _runner(CLI, env) for _ in range(2)]
                 try:
                     scaled.append(await _loaded(addresses, pids + [r.pid for r in runners]))
                 finally:

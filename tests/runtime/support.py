@@ -9,6 +9,7 @@ import grpc
 
 from pai.v1 import parts_pb2, run_service_pb2, runs_pb2
 from pai.v1 import thread_service_pb2 as tpb
+from pai_grpc.lifecycle import AfterStepInput, AgentLifecycle, PrepareModelStepInput
 from pai_grpc.testing import InProcessServer
 
 TERMINAL = {
@@ -93,3 +94,17 @@ async def rpc_error(call: Any) -> grpc.aio.AioRpcError:
     except grpc.aio.AioRpcError as e:
         return e
     raise AssertionError("the call succeeded")
+
+
+class NoteHooks(AgentLifecycle):
+    """Hooks that decide nothing, so a run's log holds hook_call events between its deltas."""
+
+    name = "note"
+
+    async def prepare_model_step(self, input: PrepareModelStepInput) -> Any:
+        """No decision."""
+        return None
+
+    async def after_step(self, input: AfterStepInput) -> Any:
+        """No decision."""
+        return None
