@@ -3,9 +3,11 @@
 Baselines measured in the same run: a bare gRPC unary round trip to the same
 plugin server (Describe), and the same no-op hook called in process. Each
 phase's remote no-op call is reported against both; the design target is a
-remote no-op hook within 1.3x of a bare unary round trip. Streams: a step of
-text deltas through a remote identity transform vs no transform, both
-measured end to end through the runtime (Send -> StreamRun) and at the
+remote no-op hook within 1.3x of a bare unary round trip (resolve_model_context:
+1.5x). resolve_model_context is measured without and with the plugin's context
+prefetch (start -> next -> next_result -> result, or start -> result). Streams:
+a step of text deltas through a remote identity transform vs no transform,
+both measured end to end through the runtime (Send -> StreamRun) and at the
 adapter.
 """
 
@@ -79,6 +81,13 @@ class Noop(AgentLifecycle):
         """Identity."""
         assert input.stream is not None
         return input.stream
+
+
+class PrefetchingNoop(Noop):
+    """The no-op hooks, declaring that resolve_model_context begins with next()."""
+
+    name = "noop-prefetch"
+    prefetch_model_context = True
 
 
 async def _latency(fn: Callable[[], Awaitable[object]], calls: int = CALLS) -> float:
@@ -179,9 +188,12 @@ async def _phases(report: Report) -> None:
     inputs = _inputs()
     local = compose_lifecycle(Noop())
     plugin = await serve_plugin(Noop())
+    prefetching = await serve_plugin(PrefetchingNoop())
     host = HookHost()
     remote = RemoteLifecycle(PluginConfig(address=plugin.address, timeout=10.0), host)
     await remote.connect()
+    remote_prefetch = RemoteLifecycle(PluginConfig(address=prefetching.address, timeout=10.0), host)
+    await remote_prefetch.connect()
     channel = grpc.aio.insecure_channel(plugin.address)
     stub = pb_grpc.LifecyclePluginServiceStub(channel)
     try:
@@ -191,21 +203,30 @@ async def _phases(report: Report) -> None:
         async def downstream(base: Any = None) -> list[Any]:
             return []
 
-        calls: dict[str, Callable[[AgentLifecycle], Awaitable[object]]] = {
-            "prepare_run": lambda h: h.prepare_run(inputs["prepare_run"]),
-            "prepare_model_step": lambda h: h.prepare_model_step(inputs["prepare_model_step"]),
-            "before_tool_call": lambda h: h.before_tool_call(inputs["before_tool_call"]),
-            "resolve_model_context": lambda h: h.resolve_model_context(
-                inputs["resolve_model_context"], downstream
+        def resolve(h: AgentLifecycle) -> Awaitable[object]:
+            return h.resolve_model_context(inputs["resolve_model_context"], downstream)
+
+        #: Row name -> the call, and the adapter it goes through remotely.
+        calls: dict[str, tuple[Callable[[AgentLifecycle], Awaitable[object]], RemoteLifecycle]] = {
+            "prepare_run": (lambda h: h.prepare_run(inputs["prepare_run"]), remote),
+            "prepare_model_step": (
+                lambda h: h.prepare_model_step(inputs["prepare_model_step"]),
+                remote,
             ),
+            "before_tool_call": (
+                lambda h: h.before_tool_call(inputs["before_tool_call"]),
+                remote,
+            ),
+            "resolve_model_context": (resolve, remote),
+            "resolve_model_context (prefetch)": (resolve, remote_prefetch),
         }
-        for phase, call in calls.items():
+        for phase, (call, adapter) in calls.items():
 
             async def in_process_call(call: Any = call) -> object:
                 return await call(local)
 
-            async def remote_call(call: Any = call) -> object:
-                return await call(remote)
+            async def remote_call(call: Any = call, adapter: RemoteLifecycle = adapter) -> object:
+                return await call(adapter)
 
             in_process = await _latency(in_process_call)
             over_wire = await _latency(remote_call)
@@ -245,7 +266,9 @@ async def _phases(report: Report) -> None:
     finally:
         await channel.close()
         await remote.close()
+        await remote_prefetch.close()
         await plugin.stop(0.5)
+        await prefetching.stop(0.5)
         await host.close()
 
 

@@ -66,9 +66,22 @@ _PHASES_OF: weakref.WeakKeyDictionary[type, frozenset[str]] = weakref.WeakKeyDic
 
 
 class AgentLifecycle:
-    """Lifecycle hooks of an agent; every phase is optional."""
+    """Lifecycle hooks of an agent; every phase is optional.
+
+    ``prefetch_model_context`` matters only when the lifecycle is served as a
+    remote plugin (:func:`pai_grpc.plugin_sdk.serve_plugin`). Set it to True
+    when :meth:`resolve_model_context` always begins with ``await next()`` (no
+    base): the runtime then evaluates next() before calling the plugin and
+    sends the result along, so the hook's first next() needs no round trip.
+    next() stays memoised and ``next(base)`` works as before, but the inner
+    layers have then already run once for the prefetched next(), so leave it
+    False for a resolver that may answer without next() or only calls
+    ``next(base)``.
+    """
 
     name: str | None = None
+    #: Served as a plugin, the runtime prefetches next() for resolve_model_context.
+    prefetch_model_context: bool = False
 
     def phases(self) -> frozenset[str]:
         """The phases this lifecycle implements."""

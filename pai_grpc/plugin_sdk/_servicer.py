@@ -78,7 +78,13 @@ from pai_grpc.lifecycle import (
     VersionConflict,
     compose_lifecycle,
 )
-from pai_grpc.lifecycle.internal import PHASES, Effective, coerce_patch, missing_text_id
+from pai_grpc.lifecycle.internal import (
+    PHASES,
+    ComposedLifecycle,
+    Effective,
+    coerce_patch,
+    missing_text_id,
+)
 from pai_grpc.models import ModelCall, model_name, parse_model_name
 from pai_grpc.plugin_sdk._remote import (
     RemoteHistory,
@@ -156,6 +162,7 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
         #: Callbacks to the hook host carry the hook call's trace (None: the global provider).
         self._tracer_provider = tracer_provider
         self._phases = lifecycle.phases()
+        self._prefetch = _prefetches(lifecycle)
         self._name = name or lifecycle.name or type(lifecycle).__name__
         #: host target -> its channel and stub (a stub per call cost ~14 callables to build).
         self._channels: dict[str, tuple[grpc.aio.Channel, Any]] = {}
@@ -209,12 +216,13 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
     # ---- Describe and unary phases ------------------------------------------
 
     async def Describe(self, request: pb.DescribeRequest, context: Context) -> pb.DescribeResponse:
-        """The plugin's name and phases."""
+        """The plugin's name, phases and options (chunk batches, context prefetch)."""
         return pb.DescribeResponse(
             name=self._name,
             phases=[phase_to_proto(p) for p in PHASES if p in self._phases],
             version="1",
             accepts_chunk_batches=True,
+            prefetch_model_context=self._prefetch,
         )
 
     @guarded
@@ -367,12 +375,18 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
     async def ResolveModelContext(
         self, requests: AsyncIterator[pb.ResolveModelContextRequest], context: Context
     ) -> AsyncIterator[pb.ResolveModelContextResponse]:
-        """resolve_model_context: next()/next(base) cross the wire as messages."""
+        """resolve_model_context: next()/next(base) cross the wire as messages.
+
+        A prefetched ``start.downstream`` is next()'s memoised result, so the
+        hook's first next() resolves without asking the runtime.
+        """
         self._require("resolve_model_context")
         session = _Session(requests, pb.ResolveModelContextResponse)
         start = await session.first("start")
         through = lifecycle_message_from_proto(start.through) if start.HasField("through") else None
         memo: list[list[ModelMessage]] = []
+        if start.HasField("downstream"):
+            memo.append(model_messages_from_proto(start.downstream.messages))
 
         async def next_(base: list[ModelMessage] | None = None) -> list[ModelMessage]:
             if base is None and memo:
@@ -533,6 +547,18 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
 
 
 fill_unimplemented(PluginServicer, "pai.v1.LifecyclePluginService")
+
+
+def _prefetches(lifecycle: AgentLifecycle) -> bool:
+    """Whether the served resolve_model_context always begins with the runtime's next().
+
+    A composition does when every part with a resolver declares
+    ``prefetch_model_context``: each one's first next() runs the next resolver,
+    and the innermost one's reaches the runtime.
+    """
+    parts = lifecycle.parts if isinstance(lifecycle, ComposedLifecycle) else [lifecycle]
+    resolvers = [p for p in parts if "resolve_model_context" in p.phases()]
+    return bool(resolvers) and all(p.prefetch_model_context for p in resolvers)
 
 
 def _request(wire: Any, runtime_context: JsonObject | None) -> ModelStepRequest:

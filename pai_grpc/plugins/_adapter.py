@@ -134,6 +134,9 @@ class RemoteLifecycle(AgentLifecycle):
         self.backoff = Backoff(config)
         #: Whether the plugin accepts chunk batches (it says so in Describe).
         self.accepts_batches = False
+        #: Whether next() is evaluated before resolve_model_context's stream opens
+        #: and sent with its start (the plugin declares it in Describe).
+        self.prefetch_model_context = False
 
     # ---- lifecycle of the adapter --------------------------------------------
 
@@ -181,6 +184,7 @@ class RemoteLifecycle(AgentLifecycle):
         only = self.config.only
         self._declared = frozenset(declared if only is None else declared & only)
         self.accepts_batches = described.accepts_chunk_batches
+        self.prefetch_model_context = described.prefetch_model_context
         log.info(
             "lifecycle plugin %s at %s: %s",
             self.plugin,
@@ -482,7 +486,11 @@ class RemoteLifecycle(AgentLifecycle):
     async def resolve_model_context(
         self, input: ResolveModelContextInput, next: ContextNext
     ) -> list[ModelMessage]:
-        """The plugin asks for next() / next(base) and answers with the context."""
+        """The plugin asks for next() / next(base) and answers with the context.
+
+        With ``prefetch_model_context`` the plugin receives next()'s result with
+        the call's start message instead of asking for it.
+        """
         return await _streaming.resolve_model_context(self, input, next)
 
     async def around_model_call(

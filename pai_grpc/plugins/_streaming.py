@@ -70,36 +70,51 @@ MAX_OUTBOX = 256
 async def resolve_model_context(
     remote: RemoteLifecycle, input: ResolveModelContextInput, next: ContextNext
 ) -> list[ModelMessage]:
-    """The plugin asks for next() / next(base) and answers with the context."""
+    """The plugin asks for next() / next(base) and answers with the context.
+
+    For a plugin that declared ``prefetch_model_context`` the runtime evaluates
+    next() before opening the stream and sends the result with ``start``: the
+    plugin's first next() then needs no round trip.
+    """
     phase = "resolve_model_context"
     step_id = step_id_of(input)
     if remote.skipping(phase, step_id):
         return await next()
-    token, ctx = remote.hook_context(
-        phase, input, thread_id=input.run.thread_id, history=input.history
-    )
-    call = remote.stub.ResolveModelContext()
+    token = ""
+    call = None
+    # The memoised result of next() without a base (RMC-02), once evaluated.
+    downstream: list[ModelMessage] | None = None
     try:
         remote.backoff.check(phase)
+        if remote.prefetch_model_context:
+            downstream = await _downstream(next, None)
+        token, ctx = remote.hook_context(
+            phase, input, thread_id=input.run.thread_id, history=input.history
+        )
+        call = remote.stub.ResolveModelContext()
         start = pb.ResolveModelContextStart(context=ctx)
         if input.history is not None and input.history.through is not None:
             start.through.CopyFrom(lifecycle_message_to_proto(input.history.through))
+        if downstream is not None:
+            start.downstream.CopyFrom(
+                pb.ContextNextResult(messages=model_messages_to_proto(downstream))
+            )
         await write(call, pb.ResolveModelContextRequest(start=start), remote.plugin, phase)
         while True:
             reply = await remote.read_reply(call, phase)
             match reply.WhichOneof("message"):
                 case "next":
-                    base = None
                     if reply.next.HasField("base"):
                         base = parse_reply(
                             lambda: model_messages_from_proto(reply.next.base.messages),  # noqa: B023 (called at once)
                             remote.plugin,
                             phase,
                         )
-                    try:
-                        result = await (next(base) if base is not None else next())
-                    except Exception as e:
-                        raise Downstream(e) from e
+                        result = await _downstream(next, base)
+                    elif downstream is not None:
+                        result = downstream  # prefetched: the same messages (RMC-02)
+                    else:
+                        result = await _downstream(next, None)
                     await write(
                         call,
                         pb.ResolveModelContextRequest(
@@ -131,11 +146,21 @@ async def resolve_model_context(
         raise e.error from None
     except PaiError as failure:
         remote.handle_failure(phase, failure, step_id)
-        return await next()  # failing open: as if the hook were absent
+        # Failing open: as if the hook were absent (a prefetched next() is not run twice).
+        return list(downstream) if downstream is not None else await next()
     finally:
-        call.cancel()
+        if call is not None:
+            call.cancel()
         if token:
             remote.host.revoke(token)
+
+
+async def _downstream(next: ContextNext, base: list[ModelMessage] | None) -> list[ModelMessage]:
+    """next() / next(base); its error passes through as the runtime's own (``Downstream``)."""
+    try:
+        return await (next(base) if base is not None else next())
+    except Exception as e:
+        raise Downstream(e) from e
 
 
 async def around_model_call(

@@ -27,16 +27,18 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("name", "phases", "version", "accepts_chunk_batches")
+    __slots__ = ("name", "phases", "version", "accepts_chunk_batches", "prefetch_model_context")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PHASES_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ACCEPTS_CHUNK_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    PREFETCH_MODEL_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     name: str
     phases: _containers.RepeatedScalarFieldContainer[_lifecycle_pb2.LifecyclePhase]
     version: str
     accepts_chunk_batches: bool
-    def __init__(self, name: _Optional[str] = ..., phases: _Optional[_Iterable[_Union[_lifecycle_pb2.LifecyclePhase, str]]] = ..., version: _Optional[str] = ..., accepts_chunk_batches: _Optional[bool] = ...) -> None: ...
+    prefetch_model_context: bool
+    def __init__(self, name: _Optional[str] = ..., phases: _Optional[_Iterable[_Union[_lifecycle_pb2.LifecyclePhase, str]]] = ..., version: _Optional[str] = ..., accepts_chunk_batches: _Optional[bool] = ..., prefetch_model_context: _Optional[bool] = ...) -> None: ...
 
 class ChunkBatch(_message.Message):
     __slots__ = ("chunks",)
@@ -81,12 +83,14 @@ class PrepareRunResponse(_message.Message):
     def __init__(self, continue_run: _Optional[_Union[RunContinue, _Mapping]] = ..., respond: _Optional[_Union[_lifecycle_pb2.RespondDecision, _Mapping]] = ..., complete: _Optional[_Union[_lifecycle_pb2.CompleteDecision, _Mapping]] = ..., fail: _Optional[_Union[_lifecycle_pb2.FailDecision, _Mapping]] = ...) -> None: ...
 
 class ResolveModelContextStart(_message.Message):
-    __slots__ = ("context", "through")
+    __slots__ = ("context", "through", "downstream")
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     THROUGH_FIELD_NUMBER: _ClassVar[int]
+    DOWNSTREAM_FIELD_NUMBER: _ClassVar[int]
     context: _lifecycle_pb2.HookContext
     through: _threads_pb2.LifecycleMessage
-    def __init__(self, context: _Optional[_Union[_lifecycle_pb2.HookContext, _Mapping]] = ..., through: _Optional[_Union[_threads_pb2.LifecycleMessage, _Mapping]] = ...) -> None: ...
+    downstream: ContextNextResult
+    def __init__(self, context: _Optional[_Union[_lifecycle_pb2.HookContext, _Mapping]] = ..., through: _Optional[_Union[_threads_pb2.LifecycleMessage, _Mapping]] = ..., downstream: _Optional[_Union[ContextNextResult, _Mapping]] = ...) -> None: ...
 
 class ContextNextResult(_message.Message):
     __slots__ = ("messages",)
