@@ -138,7 +138,13 @@ class ComposedLifecycle(AgentLifecycle):
     async def resolve_model_context(
         self, input: ResolveModelContextInput, next: ContextNext
     ) -> list[ModelMessage]:
-        """A is outer, b inner; next() is memoised; next(base) replaces the leaf."""
+        """A is outer, b inner; next() is memoised; next(base) replaces the leaf.
+
+        The leaf is ``next``, what lies below this composition: the runtime's
+        default context, or, in a plugin, the runtime's own inner layers over
+        the wire. A base is handed down to it (``next(base)``) rather than
+        returned here, so inner layers below the composition run with it too.
+        """
         parts = self._with("resolve_model_context")
 
         async def layer(i: int, leaf: ContextNext) -> list[ModelMessage]:
@@ -154,7 +160,7 @@ class ComposedLifecycle(AgentLifecycle):
                     async def base_leaf(
                         inner: list[ModelMessage] | None = None,
                     ) -> list[ModelMessage]:
-                        return list(inner) if inner is not None else fixed
+                        return list(await leaf(list(inner) if inner is not None else fixed))
 
                     return await layer(i + 1, base_leaf)
                 if not memo:

@@ -294,7 +294,8 @@ class HookPipeline:
         leaf = list(context.model_messages)
 
         async def default_leaf(base: list[ModelMessage] | None = None) -> list[ModelMessage]:
-            return list(leaf)
+            # A base some layer passed down replaces the durable context (RMC-03).
+            return list(base) if base is not None else list(leaf)
 
         through = await self._message_at(context.count - 1)
         resolved = await self._lifecycle.resolve_model_context(

@@ -301,7 +301,10 @@ async def test_next_with_a_base_after_the_prefetch_runs_the_plugins_inner_layers
     assert inner.seen == [["durable question"], ["BASE"]]
     assert plain == [["durable question", "inner"]]
     assert texts(model.calls[0].messages) == ["BASE", "inner"]
-    assert tap.calls == [ONE_ROUND_TRIP]
+    # The base goes down to the runtime too: inner layers it may hold run with it (RMC-03).
+    assert tap.calls == [
+        ["runtime:start+downstream", "plugin:next(base)", "runtime:next_result", "plugin:result"]
+    ]
 
 
 class RawPrefetcher(pb_grpc.LifecyclePluginServiceServicer):
@@ -492,3 +495,30 @@ async def test_a_prefetching_plugin_keeps_its_timeout_and_failure_mode(
             ("resolve_model_context", "HOOK_TIMEOUT")
         ]
         assert texts(model.calls[0].messages) == ["hi", "inner"]
+
+
+class Rebaser(AgentLifecycle):
+    """Replaces the downstream leaf: next(base) with a context of its own."""
+
+    name = "rebaser"
+
+    async def resolve_model_context(self, i: ResolveModelContextInput, next: Any) -> Any:
+        return await next([user("BASE")])
+
+
+@pytest.mark.rule("RMC-03")
+async def test_next_with_a_base_in_a_plugin_still_runs_the_runtimes_inner_layers(
+    database_url: str,
+) -> None:
+    """Across the process boundary too: the base replaces the leaf, not the inner layers."""
+    inner = Inner()
+    model = ScriptedModel(["ok"])
+    async with served(Rebaser()) as (adapter, tap):
+        async with serving(database_url, [adapter, inner], model) as srv:
+            run = await run_once(srv, "hi")
+    assert run.status == runs_pb2.RUN_STATUS_COMPLETED
+    assert inner.seen == [["BASE"]]
+    assert texts(model.calls[0].messages) == ["BASE", "inner"]
+    assert tap.calls == [
+        ["runtime:start", "plugin:next(base)", "runtime:next_result", "plugin:result"]
+    ]
