@@ -38,6 +38,13 @@ log = logging.getLogger("storage.engine")
 
 DEFAULT_DATABASE_URL = "sqlite:///./pai.db"
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+#: Page cache per SQLite connection, in KiB (SQLite's default is 2,000). A
+#: serving process holds a writer, up to 8 readers and the event loop's own
+#: connection: at the default their caches grew RSS by ≈20 MiB over 10,000
+#: runs of the memory bench and kept it from flattening (162 MiB at the end;
+#: 144 MiB and flat from 6,000 runs on with 512). The operating system's file
+#: cache still holds the database's hot pages.
+SQLITE_CACHE_KIB = 512
 
 T = TypeVar("T")
 
@@ -75,6 +82,7 @@ def _sqlite_engine(url: URL, *, immediate: bool, pool_size: int) -> Engine:
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
         cursor.close()
 
     @event.listens_for(engine, "begin")
