@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import Sequence
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -163,32 +164,37 @@ async def _json_copy(store: Store, run_id: str) -> str:
     """A finished copy of ``run_id`` whose log is JSON rows, as before revision 0008."""
     scope = await _scope_of(store, run_id)
     records = await store.read_events(scope, run_id, limit=10_000)
-    thread_id, copy = new_id("thr"), new_id("run")
-    new = NewThread(id=thread_id, agent=DEFAULT_AGENT)
-    await store.commit(WriteSet(scope=scope, thread_id=thread_id, new_thread=new))
-    queued = NewRun(id=copy, status="queued", initiator="send", operation="send")
-    await store.commit(WriteSet(scope=scope, thread_id=thread_id, insert_runs=[queued]))
+    thread_id, copy = await _detached_run(store, scope, DEFAULT_AGENT)
     rows = [
         {"run_id": copy, "seq": r.seq, "event": _as_json(r), "created_at": r.created_at}
         for r in records
     ]
     await store.run_in_transaction(lambda c: c.execute(insert(run_events), rows))
-    await store.commit(
-        WriteSet(
-            scope=scope,
-            thread_id=thread_id,
-            update_runs=[
-                RunUpdate(
-                    id=copy,
-                    status="completed",
-                    outcome="completed",
-                    last_seq=records[-1].seq,
-                    ended_at=NOW,
-                )
-            ],
-        )
-    )
+    await store.commit(_completed(scope, thread_id, copy, records[-1].seq))
     return copy
+
+
+async def _detached_run(store: Store, scope: str, agent: str) -> tuple[str, str]:
+    """A new thread and a queued run in it (thread id, run id).
+
+    The run is never the thread's active run, so no runner claims it meanwhile.
+    """
+    thread_id, run_id = new_id("thr"), new_id("run")
+    new = NewThread(id=thread_id, agent=agent)
+    await store.commit(WriteSet(scope=scope, thread_id=thread_id, new_thread=new))
+    queued = NewRun(id=run_id, status="queued", initiator="send", operation="send")
+    await store.commit(WriteSet(scope=scope, thread_id=thread_id, insert_runs=[queued]))
+    return thread_id, run_id
+
+
+def _completed(
+    scope: str, thread_id: str, run_id: str, last_seq: int, events: Sequence[NewEvent] = ()
+) -> WriteSet:
+    """The write that ends ``run_id`` as completed at ``last_seq`` (with ``events``, if any)."""
+    update = RunUpdate(
+        id=run_id, status="completed", outcome="completed", last_seq=last_seq, ended_at=NOW
+    )
+    return WriteSet(scope=scope, thread_id=thread_id, events=list(events), update_runs=[update])
 
 
 async def _stream_cpu(report: Report, backend: str, app: App, run_id: str) -> None:
@@ -248,33 +254,14 @@ async def _backlog(store: Store, template: list[EventRecord], n: int) -> list[st
     """``n`` finished runs with ``template`` as their log, written straight to storage."""
     ids: list[str] = []
     for _ in range(n):
-        thread_id, run_id = new_id("thr"), new_id("run")
-        new = NewThread(id=thread_id, agent="a")
-        await store.commit(WriteSet(scope="bench", thread_id=thread_id, new_thread=new))
+        thread_id, run_id = await _detached_run(store, "bench", "a")
         ids.append(run_id)
-        # Never the thread's active run, so no runner claims it meanwhile.
-        queued = NewRun(id=run_id, status="queued", initiator="send", operation="send")
-        await store.commit(WriteSet(scope="bench", thread_id=thread_id, insert_runs=[queued]))
-        await store.commit(
-            WriteSet(
-                scope="bench",
-                thread_id=thread_id,
-                events=[
-                    NewEvent(run_id, e.seq, e.body, e.kind, e.created_at)
-                    for e in template
-                    if e.body is not None and e.kind is not None
-                ],
-                update_runs=[
-                    RunUpdate(
-                        id=run_id,
-                        status="completed",
-                        outcome="completed",
-                        last_seq=template[-1].seq,
-                        ended_at=NOW,
-                    )
-                ],
-            )
-        )
+        events = [
+            NewEvent(run_id, e.seq, e.body, e.kind, e.created_at)
+            for e in template
+            if e.body is not None and e.kind is not None
+        ]
+        await store.commit(_completed("bench", thread_id, run_id, template[-1].seq, events))
     return ids
 
 
