@@ -21,6 +21,7 @@ from sqlalchemy import (
     BigInteger,
     ColumnElement,
     Connection,
+    Float,
     Integer,
     Row,
     and_,
@@ -963,18 +964,31 @@ class Sql:
     def claim_run(self, conn: Connection, owner: str, lease_seconds: float) -> ClaimedRun | None:
         """Pick the oldest runnable run and take its lease in one statement."""
         now = self.now(conn)
-        expires = now + timedelta(seconds=lease_seconds)
-        row = conn.execute(
-            self._stmt("claim", self._build_claim),
-            {"p_now": now, "p_expires": expires, "p_owner": owner},
-        ).first()
+        params: dict[str, Any] = {"p_now": now, "p_owner": owner}
+        if self.postgres:
+            params["p_lease"] = float(lease_seconds)
+        else:
+            params["p_expires"] = now + timedelta(seconds=lease_seconds)
+        row = conn.execute(self._stmt("claim", self._build_claim), params).first()
         if row is None:
             return None
         run = run_record(row)
+        expires = required(run.lease_expires_at)
         return ClaimedRun(run=run, lease=Lease(run.id, owner, run.lease_epoch, expires))
 
     def _build_claim(self) -> Any:
         now = bindparam("p_now", type_=runs.c.lease_expires_at.type)
+        # The claim is stamped with its own statement's time on PostgreSQL, not the
+        # transaction's: the transaction may have begun before the run it takes became
+        # runnable (the thread's previous run ended and promoted it meanwhile), and a
+        # run must never seem to start before the one it queued behind ended. SQLite
+        # serialises its writers, so the time read at the start is the claim's.
+        stamp: Any = now
+        expires: Any = bindparam("p_expires", type_=runs.c.lease_expires_at.type)
+        if self.postgres:
+            stamp = func.statement_timestamp()
+            lease = bindparam("p_lease", type_=Float)
+            expires = stamp + func.make_interval(0, 0, 0, 0, 0, 0, lease)
         candidate = (
             select(runs.c.id)
             .select_from(threads.join(runs, runs.c.id == threads.c.active_run_id))
@@ -994,7 +1008,7 @@ class Sql:
             .values(
                 lease_owner=bindparam("p_owner"),
                 lease_epoch=runs.c.lease_epoch + 1,
-                lease_expires_at=bindparam("p_expires", type_=runs.c.lease_expires_at.type),
+                lease_expires_at=expires,
                 attempts=runs.c.attempts + 1,
                 # A block above every number a previous execution may have published.
                 reserved_seq=case(
@@ -1003,9 +1017,9 @@ class Sql:
                 )
                 + SEQ_BLOCK,
                 status="running",
-                started_at=func.coalesce(runs.c.started_at, now),
-                execution_started_at=now,
-                updated_at=now,
+                started_at=func.coalesce(runs.c.started_at, stamp),
+                execution_started_at=stamp,
+                updated_at=stamp,
             )
             .returning(*runs.c)
         )

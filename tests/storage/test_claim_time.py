@@ -1,0 +1,76 @@
+"""A claim is stamped with the time it took the run, not when its transaction began."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from sqlalchemy import Connection
+
+from storage import NOW, PROMOTE_NEXT, ClaimedRun, RunUpdate, Store, ThreadPatch, WriteSet, upgrade
+from tests.conftest import POSTGRES_URL
+from tests.storage.helpers import SCOPE, claim, make_thread, queue_run, start_run
+
+
+def _finish_elsewhere(schema: str, current: ClaimedRun, thread_id: str) -> None:
+    """End ``current`` (promoting the next run) from another process's view: own loop, own pool."""
+
+    async def finish() -> None:
+        other = Store.open(POSTGRES_URL, schema=schema)
+        try:
+            await other.commit(
+                WriteSet(
+                    scope=SCOPE,
+                    thread_id=thread_id,
+                    thread=ThreadPatch(active_run_id=PROMOTE_NEXT),
+                    update_runs=[
+                        RunUpdate(
+                            id=current.run.id,
+                            lease=current.lease,
+                            status="completed",
+                            outcome="completed",
+                            ended_at=NOW,
+                            release_lease=True,
+                        )
+                    ],
+                )
+            )
+        finally:
+            await other.close()
+
+    asyncio.run(finish())
+
+
+async def test_a_run_never_starts_before_the_run_it_queued_behind_ended(pg_schema: str) -> None:
+    """On PostgreSQL a claim's transaction may begin before its run becomes runnable.
+
+    The claiming transaction reads the clock, then the thread's current run
+    ends elsewhere and promotes the next one, then the claim takes it: the
+    claimed run's start must not precede the end of the run before it.
+    """
+    store = Store.open(POSTGRES_URL, schema=pg_schema)
+    try:
+        await upgrade(store)
+        thread_id = await make_thread(store)
+        first = await start_run(store, thread_id)
+        second = await queue_run(store, thread_id)
+        current = await claim(store, "r1")
+        assert current.run.id == first
+
+        def claim_late(conn: Connection) -> ClaimedRun | None:
+            store._sql.now(conn)  # the transaction's clock is read here
+            done = threading.Thread(target=_finish_elsewhere, args=(pg_schema, current, thread_id))
+            done.start()
+            done.join()
+            return store._sql.claim_run(conn, "r2", 30.0)
+
+        claimed = await store.engines.write(claim_late)
+        assert claimed is not None
+        assert claimed.run.id == second
+        ended = (await store.get_run(SCOPE, first)).ended_at  # type: ignore[union-attr]
+        assert ended is not None
+        assert claimed.run.started_at is not None
+        assert ended <= claimed.run.started_at
+        assert claimed.lease.expires_at == claimed.run.lease_expires_at
+    finally:
+        await store.close()
