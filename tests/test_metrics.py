@@ -14,7 +14,7 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, Sum
 from pydantic import BaseModel
 
 from pai.v1 import runs_pb2
@@ -219,3 +219,39 @@ async def test_a_run_handed_back_and_claimed_again_is_a_recovery(
     assert value(reader, "pai.runs.started") == 0  # its first execution was elsewhere
     assert value(reader, "pai.runs.finished", status="completed") == 1
     assert value(reader, "pai.active_runs") == 0
+
+
+def test_a_count_is_one_cumulative_series_per_label_set() -> None:
+    """Counts export as the SDK's counters do: monotonic, cumulative, one point per label set."""
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    try:
+        m = metrics_for(Telemetry(trace.NoOpTracerProvider(), provider))
+        m.runs_finished.add(1, {"agent": "a", "status": "completed", "reason": ""})
+        # The same labels in another order are the same series.
+        m.runs_finished.add(2, {"reason": "", "status": "completed", "agent": "a"})
+        m.runs_finished.add(1, {"agent": "a", "status": "failed", "reason": "MAX_STEPS"})
+        m.lease_recoveries.add(1)
+        first = points(reader, "pai.runs.finished")
+        m.runs_finished.add(1, {"agent": "a", "status": "completed", "reason": ""})
+        second = points(reader, "pai.runs.finished")
+        metric = next(
+            mt
+            for rm in reader.get_metrics_data().resource_metrics  # type: ignore[union-attr]
+            for sm in rm.scope_metrics
+            for mt in sm.metrics
+            if mt.name == "pai.runs.finished"
+        )
+    finally:
+        provider.shutdown()
+    assert isinstance(metric.data, Sum)
+    assert metric.data.is_monotonic
+    assert sorted((dict(p.attributes)["status"], p.value) for p in first) == [
+        ("completed", 3),
+        ("failed", 1),
+    ]
+    # Cumulative: the next collection carries the running total.
+    assert sorted((dict(p.attributes)["status"], p.value) for p in second) == [
+        ("completed", 4),
+        ("failed", 1),
+    ]

@@ -87,9 +87,23 @@ def _parent(context: Any) -> otel_context.Context | None:
     return _PROPAGATOR.extract(carrier) if carrier else None
 
 
+#: peer string -> its span attributes: a connection's calls share its peer.
+_peers: dict[str, dict[str, str | int]] = {}
+_PEERS_KEPT = 1024
+
+
 def _peer(context: Any) -> dict[str, str | int]:
     """``network.peer.address``/``.port`` of an ``ipv4:`` or ``ipv6:`` peer."""
     peer = context.peer() or ""
+    attributes = _peers.get(peer)
+    if attributes is None:
+        if len(_peers) >= _PEERS_KEPT:
+            _peers.clear()  # bounded: peers come and go with connections
+        attributes = _peers[peer] = _peer_attributes(peer)
+    return attributes
+
+
+def _peer_attributes(peer: str) -> dict[str, str | int]:
     family, _, rest = peer.partition(":")
     if family not in ("ipv4", "ipv6"):
         return {}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -69,6 +70,8 @@ __all__ = [
 RECOVERED_EVENT = "pai.run.recovered"
 
 _PROPAGATOR = TraceContextTextMapPropagator()
+#: The version-00 ``traceparent`` :func:`current_traceparent` writes.
+_OWN_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 
 #: The tracer of the run execution running in this task (None outside executions).
 _execution_tracer: ContextVar[trace.Tracer | None] = ContextVar(
@@ -168,8 +171,22 @@ def current_traceparent() -> str | None:
 
 
 def _stored_context(traceparent: str | None) -> trace.SpanContext | None:
+    """The span context a run's stored ``traceparent`` names (None if it names none).
+
+    The runtime wrote it (:func:`current_traceparent`), so the common shape is
+    parsed directly; anything else goes through the W3C propagator, which
+    knows every version's rules.
+    """
     if not traceparent:
         return None
+    match = _OWN_TRACEPARENT.fullmatch(traceparent)
+    if match is not None:
+        trace_id, span_id = int(match[1], 16), int(match[2], 16)
+        if trace_id == 0 or span_id == 0:
+            return None
+        return trace.SpanContext(
+            trace_id, span_id, is_remote=True, trace_flags=trace.TraceFlags(int(match[3], 16))
+        )
     ctx = _PROPAGATOR.extract({"traceparent": traceparent})
     span_context = trace.get_current_span(ctx).get_span_context()
     return span_context if span_context.is_valid else None
@@ -216,7 +233,7 @@ def execution_span(
         "pai.run.attempt": attempt,
     }
     links = [Link(stored, {"pai.link": "run_accepted"})] if recovered and stored else []
-    with tracer.start_as_current_span(
+    span = tracer.start_span(
         f"run {agent}",
         context=parent,
         kind=SpanKind.INTERNAL,
@@ -224,9 +241,10 @@ def execution_span(
         links=links,
         record_exception=False,
         set_status_on_exception=False,
-    ) as span:
-        if recovered:
-            span.add_event(RECOVERED_EVENT, {"pai.run.previous_attempt": attempt - 1})
+    )
+    if recovered:
+        span.add_event(RECOVERED_EVENT, {"pai.run.previous_attempt": attempt - 1})
+    with _Current(span):
         token = _execution_tracer.set(tracer)
         try:
             yield span
@@ -244,6 +262,28 @@ def run_ended(span: Span, status: str, reason: str | None = None) -> None:
 
 
 # ---- spans inside an execution ----------------------------------------------------
+
+
+class _Current:
+    """Make ``span`` the current span for a block and end it after.
+
+    What ``start_as_current_span`` does, without its two generator-based
+    context managers and its exception bookkeeping (the callers record
+    failures themselves): this runs for every span of every run.
+    """
+
+    __slots__ = ("_span", "_token")
+
+    def __init__(self, span: Span) -> None:
+        self._span = span
+        self._token: object = None
+
+    def __enter__(self) -> None:
+        self._token = otel_context.attach(trace.set_span_in_context(self._span))
+
+    def __exit__(self, *exc: object) -> None:
+        self._span.end()
+        otel_context.detach(self._token)  # type: ignore[arg-type]
 
 
 @contextmanager
@@ -264,13 +304,14 @@ def _child(
     if tracer is None:
         yield trace.INVALID_SPAN
         return
-    with tracer.start_as_current_span(
+    span = tracer.start_span(
         name,
         kind=kind,
         attributes=attributes,
         record_exception=False,
         set_status_on_exception=False,
-    ) as span:
+    )
+    with _Current(span):
         try:
             yield span
         except BaseException as e:

@@ -528,3 +528,33 @@ async def test_spans_reach_an_otlp_collector(sqlite_url: str) -> None:
         if attribute.key == "service.name"
     }
     assert service == {"pai-grpc"}
+
+
+def test_a_stored_traceparent_is_read_as_the_w3c_propagator_reads_it() -> None:
+    """The direct parse of the runtime's own traceparent agrees with the propagator."""
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    from pai_grpc.telemetry._tracing import _stored_context
+
+    propagator = TraceContextTextMapPropagator()
+    for value in (
+        f"00-{TRACE_ID}-00f067aa0ba902b7-01",
+        f"00-{TRACE_ID}-00f067aa0ba902b7-00",
+        f"00-{'0' * 32}-00f067aa0ba902b7-01",  # an invalid trace id
+        f"00-{TRACE_ID}-{'0' * 16}-01",  # an invalid span id
+        f"00-{TRACE_ID.upper()}-00f067aa0ba902b7-01",  # W3C ids are lower case
+        f"00-{TRACE_ID}-00f067aa0ba902b7",  # no flags
+        f"01-{TRACE_ID}-00f067aa0ba902b7-01-extra",  # a later version may add fields
+        "not a traceparent",
+    ):
+        expected = trace.get_current_span(
+            propagator.extract({"traceparent": value})
+        ).get_span_context()
+        got = _stored_context(value)
+        if not expected.is_valid:
+            assert got is None, value
+            continue
+        assert got == expected, value
+        assert got is not None
+        assert got.is_remote
+        assert got.trace_flags == expected.trace_flags
