@@ -163,6 +163,12 @@ class Reads:
         if after_seq < 0:
             v.add("after_seq", "must not be negative")
         v.raise_if_any()
+        channel = self.services.broker.channel(run_id)
+        if channel is not None and channel.scope == scope and not channel.ended:
+            # The run is executing in this process, in the caller's scope, and has
+            # not ended: it exists and any cursor is in range, which is all the
+            # read below would establish (one database read fewer per stream).
+            return self._follow(scope, run_id, after_seq)
         record = await self.services.store.get_run(scope, run_id)
         if record is None:
             raise NotFoundError("run", run_id)

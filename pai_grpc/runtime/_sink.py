@@ -70,7 +70,7 @@ class EventSink:
         self.lock = asyncio.Lock()
         #: An error from a background flush (e.g. LeaseLost); the execution re-raises it.
         self.failure: Exception | None = None
-        self.channel: RunChannel = self._broker.open(run_id, first_seq=first_seq)
+        self.channel: RunChannel = self._broker.open(run_id, first_seq=first_seq, scope=scope)
 
     @property
     def last_seq(self) -> int:

@@ -78,9 +78,18 @@ class RunChannel:
     """Live events of one execution of one run."""
 
     def __init__(
-        self, run_id: str, first_seq: int, *, window_bytes: int = CHANNEL_WINDOW_BYTES
+        self,
+        run_id: str,
+        first_seq: int,
+        *,
+        window_bytes: int = CHANNEL_WINDOW_BYTES,
+        scope: str | None = None,
     ) -> None:
         self.run_id = run_id
+        #: The scope the run belongs to (None: unknown, readers must ask the store).
+        self.scope = scope
+        #: Whether the run's terminal event has been published.
+        self.ended = False
         #: Sequence number of the oldest event kept in memory.
         self.first_seq = first_seq
         #: Highest sequence number known to be in the chunk log.
@@ -95,6 +104,8 @@ class RunChannel:
     def publish(self, event: EncodedRunEvent) -> None:
         """Deliver an event to every subscriber now."""
         size = event_size(event)
+        if event.terminal:
+            self.ended = True
         self._events.append((event, size))
         self.size += size
         self._trim()
@@ -137,9 +148,9 @@ class Broker:
         self._signals: dict[str, _Signal] = {}
         self._waiters: dict[str, int] = {}
 
-    def open(self, run_id: str, first_seq: int) -> RunChannel:
-        """Start a channel for an execution beginning at ``first_seq``."""
-        channel = RunChannel(run_id, first_seq, window_bytes=self.window_bytes)
+    def open(self, run_id: str, first_seq: int, *, scope: str | None = None) -> RunChannel:
+        """Start a channel for an execution beginning at ``first_seq`` of a run in ``scope``."""
+        channel = RunChannel(run_id, first_seq, window_bytes=self.window_bytes, scope=scope)
         self._channels[run_id] = channel
         self.notify(run_id)
         return channel

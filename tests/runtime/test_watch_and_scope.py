@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 
-from pai.v1 import run_service_pb2, threads_pb2
+from pai.v1 import run_service_pb2, runs_pb2, threads_pb2
 from pai.v1 import thread_service_pb2 as tpb
 from pai_grpc.models import ScriptedModel
 from pai_grpc.testing import serve_in_process
@@ -237,3 +238,55 @@ async def test_transcript_helper_covers_pagination(database_url: str) -> None:
         handle = await send(srv, thread_id, "one")
         await wait_run(srv, handle.run_id)
         assert [r for r, _ in await transcript(srv, thread_id)] == ["user", "assistant"]
+
+
+@pytest.mark.rule("RT-01")
+async def test_a_run_executing_here_streams_only_to_its_own_scope(
+    database_url: str, tmp_path: Path
+) -> None:
+    """StreamRun of a live run skips the store read, never the scope check."""
+    from pai_grpc.config import Settings
+    from pai_grpc.models import OfflineModel
+
+    config = tmp_path / "pai.toml"
+    config.write_text('[auth.tokens]\nalice-token = "tenant-a"\nbob-token = "tenant-b"\n')
+    tokens = Settings(config_path=str(config))
+    tokens.load_file(config)
+    # Slow chunks: the run is still executing in this process while it is streamed.
+    async with serve_in_process(
+        database_url, model=OfflineModel(chunk_delay=0.05), tokens=tokens.tokens
+    ) as srv:
+        created = await srv.threads.CreateThread(
+            tpb.CreateThreadRequest(), metadata=auth("alice-token")
+        )
+        handle = (
+            await srv.threads.Send(
+                tpb.SendRequest(thread_id=created.thread.id, parts=[text("hi there")]),
+                metadata=auth("alice-token"),
+            )
+        ).run
+        for _ in range(500):
+            channel = srv.app.runtime.services.broker.channel(handle.run_id)
+            if channel is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert channel is not None
+        assert channel.scope == "tenant-a"
+        assert not channel.ended
+
+        request = run_service_pb2.StreamRunRequest(run_id=handle.run_id)
+        err = await rpc_error(
+            collect_stream(srv.runs.StreamRun(request, metadata=auth("bob-token")))
+        )
+        assert err.code() == grpc.StatusCode.NOT_FOUND
+        assert srv.app.runtime.services.broker.channel(handle.run_id) is channel  # still live
+
+        events = await collect_stream(srv.runs.StreamRun(request, metadata=auth("alice-token")))
+        assert events[-1].event.HasField("status")
+        assert events[-1].event.status.status == runs_pb2.RUN_STATUS_COMPLETED
+        assert [e.event.seq for e in events] == list(range(1, len(events) + 1))
+
+
+async def collect_stream(call: Any) -> list[Any]:
+    """Every response of a server stream."""
+    return [response async for response in call]
