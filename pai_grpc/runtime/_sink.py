@@ -130,11 +130,16 @@ class EventSink:
         self._release()
 
     def published(self, events: list[EncodedRunEvent]) -> None:
-        """Publish events that a commit just made durable (then any held behind them)."""
+        """Publish events that a commit just made durable (then any held behind them).
+
+        Even after the commit released the lease (the run ended or waits): the
+        log holds these very bytes at these numbers, and the next execution
+        starts above them, so live readers get the run's last events from
+        memory instead of going to the log for them.
+        """
         self._allocated = False
-        if not self._sealed:
-            for event in events:
-                self.channel.publish(event)
+        for event in events:
+            self.channel.publish(event)
         self._release()
         self._broker.notify(self._run_id)
 

@@ -290,3 +290,39 @@ async def test_a_run_executing_here_streams_only_to_its_own_scope(
 async def collect_stream(call: Any) -> list[Any]:
     """Every response of a server stream."""
     return [response async for response in call]
+
+
+async def test_a_stream_of_a_run_executing_here_never_reads_the_log(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every event of a run executing in this process, terminal ones included, arrives live.
+
+    The events the run's last commit made durable (its messages and final
+    status) are published to the live channel like every other durable event,
+    so a reader that was following it live does not have to go to the chunk
+    log for the end of the run.
+    """
+    from pai_grpc.models import OfflineModel
+
+    async with serve_in_process(database_url, model=OfflineModel(chunk_delay=0.02)) as srv:
+        store = srv.app.runtime.services.store
+        reads: list[int] = []
+        read_events = store.read_events
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            reads.append(kwargs.get("after_seq", 0))
+            return await read_events(*args, **kwargs)
+
+        monkeypatch.setattr(store, "read_events", counted)
+        thread_id = await new_thread(srv)
+        handle = await send(srv, thread_id, "hello there")
+        for _ in range(500):
+            if srv.app.runtime.services.broker.channel(handle.run_id) is not None:
+                break
+            await asyncio.sleep(0.01)
+        events = await collect_stream(
+            srv.runs.StreamRun(run_service_pb2.StreamRunRequest(run_id=handle.run_id))
+        )
+        assert events[-1].event.status.status == runs_pb2.RUN_STATUS_COMPLETED
+        assert [e.event.seq for e in events] == list(range(1, len(events) + 1))
+        assert reads == []
