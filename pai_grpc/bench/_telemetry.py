@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 from pai_grpc.bench._common import Report, Result, drop_schema, load
 from pai_grpc.bench._runs import CLIENTS, _app
-from pai_grpc.server._app import tune_gc
+from pai_grpc.server import tune_gc
 from pai_grpc.telemetry import Telemetry
 from pai_grpc.telemetry import meter_provider as service_meter_provider
 

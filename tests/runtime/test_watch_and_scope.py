@@ -152,17 +152,22 @@ def auth(token: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {token}"),)
 
 
+def two_tenants(tmp_path: Path) -> dict[str, str]:
+    """Bearer tokens of two tenants, read from a config file as the service reads them."""
+    from pai_grpc.config import Settings
+
+    config = tmp_path / "pai.toml"
+    config.write_text('[auth.tokens]\nalice-token = "tenant-a"\nbob-token = "tenant-b"\n')
+    settings = Settings(config_path=str(config))
+    settings.load_file(config)
+    return settings.tokens
+
+
 @pytest.mark.rule("RT-01")
 async def test_scopes_come_from_bearer_tokens_and_isolate_tenants(
     database_url: str, tmp_path: Path
 ) -> None:
-    config = tmp_path / "pai.toml"
-    config.write_text('[auth.tokens]\nalice-token = "tenant-a"\nbob-token = "tenant-b"\n')
-    from pai_grpc.config import Settings
-
-    tokens = Settings(config_path=str(config))
-    tokens.load_file(config)
-    async with serve_in_process(database_url, tokens=tokens.tokens) as srv:
+    async with serve_in_process(database_url, tokens=two_tenants(tmp_path)) as srv:
         err = await rpc_error(srv.threads.CreateThread(tpb.CreateThreadRequest()))
         assert err.code() == grpc.StatusCode.UNAUTHENTICATED
         err = await rpc_error(
@@ -245,16 +250,11 @@ async def test_a_run_executing_here_streams_only_to_its_own_scope(
     database_url: str, tmp_path: Path
 ) -> None:
     """StreamRun of a live run skips the store read, never the scope check."""
-    from pai_grpc.config import Settings
     from pai_grpc.models import OfflineModel
 
-    config = tmp_path / "pai.toml"
-    config.write_text('[auth.tokens]\nalice-token = "tenant-a"\nbob-token = "tenant-b"\n')
-    tokens = Settings(config_path=str(config))
-    tokens.load_file(config)
     # Slow chunks: the run is still executing in this process while it is streamed.
     async with serve_in_process(
-        database_url, model=OfflineModel(chunk_delay=0.05), tokens=tokens.tokens
+        database_url, model=OfflineModel(chunk_delay=0.05), tokens=two_tenants(tmp_path)
     ) as srv:
         created = await srv.threads.CreateThread(
             tpb.CreateThreadRequest(), metadata=auth("alice-token")
