@@ -26,13 +26,14 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 
 from pai_grpc._wire._keepalive import CLIENT_OPTIONS
+
+if TYPE_CHECKING:
+    from cryptography import x509
 
 log = logging.getLogger("pai_grpc.tls")
 
@@ -53,6 +54,10 @@ def _read(path: str, what: str) -> bytes:
 
 
 def _certificates(pem: bytes, path: str, what: str) -> list[x509.Certificate]:
+    # Imported here: cryptography's x509 costs a serving process ≈14 MiB, and
+    # most deployments terminate TLS elsewhere or never load a certificate.
+    from cryptography import x509
+
     try:
         certs = x509.load_pem_x509_certificates(pem)
     except ValueError as e:
@@ -62,6 +67,8 @@ def _certificates(pem: bytes, path: str, what: str) -> list[x509.Certificate]:
 
 def _check_pair(cert_pem: bytes, key_pem: bytes, cert_file: str, key_file: str) -> None:
     """The key belongs to the leaf (first) certificate of the chain."""
+    from cryptography.hazmat.primitives import serialization
+
     leaf = _certificates(cert_pem, cert_file, "certificate")[0]
     try:
         key = serialization.load_pem_private_key(key_pem, password=None)

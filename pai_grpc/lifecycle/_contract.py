@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-import jsonschema
 from pydantic import BaseModel, ValidationError
 
 from pai_grpc.domain import JsonObject, JsonValue
@@ -66,6 +65,8 @@ def _check(schema: Schema, value: JsonValue, where: str, *, fixed_point: bool) -
                 where, "the value is not a fixed point of its schema (parsing changes it)"
             )
         return dumped if not fixed_point else value
+    import jsonschema  # on first use: ≈8 MiB a process without JSON Schemas never needs
+
     validator = jsonschema.validators.validator_for(schema)(schema)
     errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
     if errors:
@@ -108,6 +109,8 @@ class AgentContract:
 
 def contract_from_config(table: dict[str, Any]) -> AgentContract:
     """A contract from a config table of JSON Schemas."""
+    import jsonschema  # on first use: ≈8 MiB a process without JSON Schemas never needs
+
     known = {f for f in AgentContract.__dataclass_fields__}
     unknown = sorted(set(table) - known)
     if unknown:

@@ -8,6 +8,7 @@ import gc
 import logging
 import signal
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -18,15 +19,16 @@ from pai_grpc._wire import add_port
 from pai_grpc.config import ConfigError, Settings
 from pai_grpc.runtime import AgentRegistry, Runner, Runtime, ScopeQuotas, Sweeper
 from pai_grpc.server._admin import AdminService
-from pai_grpc.server._connect import connect_applications
 from pai_grpc.server._decode import add_guarded
-from pai_grpc.server._http import HttpServer
 from pai_grpc.server._reflection import enable_reflection
 from pai_grpc.server._runs import RunService
 from pai_grpc.server._scope import ScopeResolver
 from pai_grpc.server._threads import ThreadService
 from pai_grpc.telemetry import Telemetry, tracing
 from storage import Store, Unavailable, check_schema, outage_delay
+
+if TYPE_CHECKING:
+    from pai_grpc.server._http import HttpServer
 
 log = logging.getLogger("pai_grpc.server")
 
@@ -234,6 +236,8 @@ class App:
         await server.start()
         self.server = server
         if self.http is not None:
+            from pai_grpc.server._connect import connect_applications
+
             self.http.serve(connect_applications(threads, runs, admin))
             self.http_port = await self.http.start()
             log.info(
@@ -258,6 +262,9 @@ class App:
     def _bind_http(self) -> HttpServer:
         """Bind the HTTP port (ConfigError when the address cannot be bound)."""
         assert self.settings.http_address is not None
+        # The HTTP/Connect stack is loaded only by a process that serves it.
+        from pai_grpc.server._http import HttpServer
+
         table = self.settings.file.http
         try:
             return HttpServer(

@@ -9,9 +9,10 @@ explicitly rather than installed globally, so several apps in one process
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from pai_grpc.telemetry import _tracing as tracing
 from pai_grpc.telemetry._core import INSTRUMENTATION_NAME, Telemetry
-from pai_grpc.telemetry._jsonl import JsonLinesSpanExporter
 from pai_grpc.telemetry._logs import LOG_FORMATS, setup_logging
 from pai_grpc.telemetry._metrics import (
     PROMETHEUS_NAMES,
@@ -23,6 +24,9 @@ from pai_grpc.telemetry._metrics import (
 )
 from pai_grpc.telemetry._setup import meter_provider, start_metrics
 from pai_grpc.telemetry._tracing import tracer_provider_from_settings
+
+if TYPE_CHECKING:
+    from pai_grpc.telemetry._jsonl import JsonLinesSpanExporter
 
 __all__ = [
     "INSTRUMENTATION_NAME",
@@ -41,3 +45,13 @@ __all__ = [
     "tracer_provider_from_settings",
     "tracing",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The span exporter subclasses the OpenTelemetry SDK, which a process with
+    # traces off never loads: imported on first use.
+    if name == "JsonLinesSpanExporter":
+        from pai_grpc.telemetry._jsonl import JsonLinesSpanExporter
+
+        return JsonLinesSpanExporter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,13 +15,18 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from threading import Thread
-from typing import Any
-from wsgiref.simple_server import WSGIServer
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics
-from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
-from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    # The SDK is imported where a pipeline is built: with metrics off (the
+    # default) a serving process never loads it.
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import MetricReader
+    from opentelemetry.sdk.resources import Resource
 
 __all__ = ["MetricsExport", "otlp_enabled", "parse_host_port", "start_metrics"]
 
@@ -61,8 +66,9 @@ class MetricsExport:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
-        if isinstance(self.meter_provider, MeterProvider):
-            self.meter_provider.shutdown()
+        shutdown = getattr(self.meter_provider, "shutdown", None)
+        if shutdown is not None:  # the SDK's provider (the API's no-op one has none)
+            shutdown()
 
 
 def start_metrics(
@@ -89,6 +95,7 @@ def start_metrics(
         log.info("metrics on http://%s:%d/metrics", host, bound[1])
     if otlp_enabled(otlp):
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
         # Without an endpoint the exporter reads OTEL_EXPORTER_OTLP_(METRICS_)ENDPOINT.
         exporter = OTLPMetricExporter(endpoint=otlp if isinstance(otlp, str) else None)
@@ -99,6 +106,8 @@ def start_metrics(
         )
     if not readers:
         return MetricsExport(metrics.NoOpMeterProvider())
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+
     # OTEL_SERVICE_NAME, when set, names the service instead.
     named = {} if os.environ.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: service_name}
     provider = meter_provider(readers, resource=Resource.create(named))
@@ -115,5 +124,7 @@ def meter_provider(
     span (nearly all of ours), which costs more than the measurement itself,
     and the Prometheus text format does not carry them.
     """
+    from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
+
     chosen = None if os.environ.get("OTEL_METRICS_EXEMPLAR_FILTER") else AlwaysOffExemplarFilter()
     return MeterProvider(metric_readers=readers, resource=resource, exemplar_filter=chosen)

@@ -30,21 +30,17 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider, sampling
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    ConsoleSpanExporter,
-    SimpleSpanProcessor,
-)
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from pai_grpc._config_file import ConfigError
 from pai_grpc._config_telemetry import TelemetryTable
-from pai_grpc.telemetry._jsonl import JsonLinesSpanExporter
 
 if TYPE_CHECKING:  # the package imports this module: no import back at run time
+    # The SDK is imported where a provider is built: with traces off (the
+    # default) a serving process never loads it.
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider, sampling
+
     from pai_grpc.config import Settings
     from pai_grpc.telemetry._core import Telemetry
 
@@ -423,6 +419,8 @@ def _setting(table: TelemetryTable, key: str, env: Mapping[str, str], *variables
 
 
 def _sampler(name: str, arg: float | None) -> sampling.Sampler:
+    from opentelemetry.sdk.trace import sampling
+
     ratio = 1.0 if arg is None else arg
     samplers: dict[str, sampling.Sampler] = {
         "always_on": sampling.ALWAYS_ON,
@@ -460,6 +458,16 @@ def tracer_provider_from_settings(
         arg = None if raw_arg is None else float(raw_arg)
     except ValueError:
         raise ConfigError(f"OTEL_TRACES_SAMPLER_ARG: not a number: {raw_arg!r}") from None
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        ConsoleSpanExporter,
+        SimpleSpanProcessor,
+    )
+
+    from pai_grpc.telemetry._jsonl import JsonLinesSpanExporter
+
     provider = TracerProvider(
         resource=Resource.create({"service.name": service}),
         sampler=_sampler(sampler_name, arg),

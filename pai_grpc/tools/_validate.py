@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonschema
 from pydantic import ValidationError
 
 from pai_grpc.tools._tool import Tool
@@ -26,6 +25,8 @@ def check_output(tool: Tool | None, value: Any) -> None:
     """
     if tool is None or tool.output_schema is None:
         return
+    import jsonschema  # on first use: ≈8 MiB a process without JSON Schemas never needs
+
     cls = jsonschema.validators.validator_for(tool.output_schema)
     errors = sorted(cls(tool.output_schema).iter_errors(value), key=lambda e: list(e.path))
     if errors:
@@ -52,6 +53,8 @@ def parse_input(tool: Tool, value: Any) -> Any:
             raise InvalidToolInput(f"invalid input for tool {tool.name}: {details}") from e
     validator = tool.validator
     if validator is None:
+        import jsonschema  # on first use, as above
+
         cls = jsonschema.validators.validator_for(tool.input_schema)
         validator = tool.validator = cls(tool.input_schema)
     errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
