@@ -23,16 +23,18 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from storage._json import load_stored_json
 from storage._retry import is_outage, is_patient, outage_delay
 from storage.errors import Unavailable
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 log = logging.getLogger("storage.engine")
 
@@ -339,6 +341,10 @@ def create_engines(raw_url: str, *, pool_size: int = 10, schema: str | None = No
     connect_args: dict[str, Any] = {}
     if schema is not None:
         connect_args["server_settings"] = {"search_path": schema}
+    # Imported for PostgreSQL only: SQLAlchemy's asyncio extension loads its ORM
+    # session machinery too (≈6 MiB an SQLite process never uses).
+    from sqlalchemy.ext.asyncio import create_async_engine
+
     engine = create_async_engine(
         url,
         pool_size=pool_size,
