@@ -16,6 +16,31 @@ _lock = threading.Lock()
 _last_ms = -1
 _last_rand = 0
 
+#: Random bytes read ahead from the OS: ``os.urandom`` is a system call
+#: (≈15 µs here) and a run makes several ids, each wanting 10 bytes.
+_POOL_BYTES = 4096
+_pool = b""
+_pool_at = 0
+
+
+def _random_80() -> int:
+    """80 random bits from the pool (call with ``_lock`` held)."""
+    global _pool, _pool_at
+    if _pool_at + 10 > len(_pool):
+        _pool, _pool_at = os.urandom(_POOL_BYTES), 0
+    value = int.from_bytes(_pool[_pool_at : _pool_at + 10], "big")
+    _pool_at += 10
+    return value
+
+
+def _forget_pool() -> None:
+    # A forked child must not make the ids its parent is about to make.
+    global _pool, _pool_at, _last_ms
+    _pool, _pool_at, _last_ms = b"", 0, -1
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
 
 #: Every 10-bit value as its two base32 characters: ids are made per event and step,
 #: and two characters per lookup halve the work of encoding one.
@@ -41,7 +66,7 @@ def new_ulid() -> str:
             _last_rand = (_last_rand + 1) & ((1 << 80) - 1)
         else:
             _last_ms = ms
-            _last_rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to increment
+            _last_rand = _random_80() >> 1  # room to increment
         return _encode(ms, 10) + _encode(_last_rand, 16)
 
 
