@@ -130,6 +130,9 @@ class Engines:
         )
         #: Whether the last attempt to reach the database succeeded.
         self.available = True
+        #: Read and write transactions started so far (a plain count: the
+        #: benchmarks report it per run, a figure that does not drift).
+        self.transactions = 0
         self._availability: list[Callable[[bool], None]] = []
 
     @property
@@ -197,6 +200,7 @@ class Engines:
 
     async def write(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` in one write transaction (committed unless it raises)."""
+        self.transactions += 1
         if self._async is not None:
             return await self._postgres(fn, write=True)
         assert self._writer is not None
@@ -251,6 +255,7 @@ class Engines:
         (~110 µs of CPU here). ``heavy`` reads (whole contexts, big pages) go
         to the reader threads so they never stall the event loop.
         """
+        self.transactions += 1
         if self._async is not None:
             return await self._postgres(fn, write=False)
         if not heavy:

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from pai_grpc.bench import (
+    _counts,
     _hooks,
     _memory,
     _provider,
@@ -34,6 +35,7 @@ SECTIONS = {
     "telemetry": _telemetry.run,
     "retention": _retention.run,
     "scale": _scale.run,
+    "counts": _counts.run,
 }
 
 
