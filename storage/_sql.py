@@ -130,18 +130,16 @@ class Sql:
 
     # ---- helpers -----------------------------------------------------------
 
-    def now(self, conn: Connection, *, after_wait: bool = False) -> datetime:
+    def now(self, conn: Connection) -> datetime:
         """The provider clock: ``now()`` on PostgreSQL (never the app clock there).
 
-        ``after_wait``: the transaction may have waited for a lock, so read the
-        time of this statement instead of the transaction's start (a run started
-        after the wait must not seem to start before what it waited for ended).
+        A transaction that may have waited for a lock reads the time of a
+        statement after the wait instead (see :meth:`_check_active_runs`): a
+        run started after the wait must not seem to start before what it
+        waited for ended.
         """
         if self.postgres:
-            if after_wait:
-                stmt = self._stmt("now_after_wait", lambda: select(func.statement_timestamp()))
-            else:
-                stmt = self._stmt("now", lambda: select(func.now()))
+            stmt = self._stmt("now", lambda: select(func.now()))
             return required(conn.execute(stmt).scalar_one())
         return datetime.now(UTC)
 
@@ -422,14 +420,21 @@ class Sql:
         # Lock order is run -> thread in every transaction that takes both (claims
         # and heartbeats touch runs only), so PostgreSQL never deadlocks on them.
         quota = ws.new_thread is None and bool(ws.insert_runs) and ws.max_active_runs > 0
+        # The quota check comes first and reads the clock itself, after the scope's
+        # lock it may wait for (one statement fewer than reading it separately).
+        # On PostgreSQL a commit that updates runs takes the clock from the first
+        # update (its now() is the transaction's, as SELECT now() would read).
+        first_reads_clock = self.postgres and ws.new_thread is None and bool(ws.update_runs)
         if quota:
-            # First, before the clock is read: this may wait for the scope's lock.
-            self._check_active_runs(conn, ws)
-        now = self.now(conn, after_wait=quota)
+            now = self._check_active_runs(conn, ws)
+        elif first_reads_clock:
+            now = self._update_run(conn, ws.scope, ws.update_runs[0], None)
+        else:
+            now = self.now(conn)
         if ws.new_thread is not None:
             result = self._create_thread(conn, ws, now)
         else:
-            for patch in ws.update_runs:
+            for patch in ws.update_runs[1:] if first_reads_clock and not quota else ws.update_runs:
                 self._update_run(conn, ws.scope, patch, now)
             thread: ThreadRecord | None = None
             removed: list[str] = []
@@ -465,7 +470,7 @@ class Sql:
         self.notify(conn, notes)
         return result
 
-    def _check_active_runs(self, conn: Connection, ws: WriteSet) -> None:
+    def _check_active_runs(self, conn: Connection, ws: WriteSet) -> datetime:
         """Refuse new runs that would take the scope past ``ws.max_active_runs``.
 
         The count runs in the transaction that inserts the runs, so the quota
@@ -478,7 +483,9 @@ class Sql:
         before any row lock, so it cannot join a lock cycle. The cost is that
         one scope's Sends commit one at a time: a commit is one short
         transaction, well above any per-scope Send rate worth allowing. The
-        caller reads the clock after this, since the lock may have been waited for.
+        caller must not read the clock before this, since the lock may have been
+        waited for: the count's own statement time is returned as the commit's
+        clock (on PostgreSQL; the app clock on SQLite, as :meth:`now`).
         """
         if self.postgres:
             conn.execute(
@@ -490,17 +497,21 @@ class Sql:
                 ),
                 {"p_key": _scope_lock_key(ws.scope)},
             )
+        # statement_timestamp(): this statement began after the lock was granted.
+        clock = [func.statement_timestamp()] if self.postgres else []
         stmt = self._stmt(
             "active_runs_in_scope",
             lambda: (
-                select(func.count())
+                select(func.count(), *clock)
                 .select_from(runs)
                 .where(runs.c.scope == bindparam("p_scope"), runs.c.status.in_(QUOTA_RUN_STATUSES))
             ),
         )
-        active = int(conn.execute(stmt, {"p_scope": ws.scope}).scalar_one())
+        row = conn.execute(stmt, {"p_scope": ws.scope}).one()
+        active = int(row[0])
         if active + len(ws.insert_runs) > ws.max_active_runs:
             raise ActiveRunLimit(ws.scope, ws.max_active_runs, active)
+        return required(row[1]) if self.postgres else datetime.now(UTC)
 
     def notify(self, conn: Connection, notes: Sequence[tuple[str, str]]) -> None:
         """NOTIFY is transactional: listeners hear it only when (and if) this commits."""
@@ -765,23 +776,38 @@ class Sql:
         conn.execute(insert(runs), [_row(r) for r in records])
         return records
 
-    def _update_run(self, conn: Connection, scope: str, patch: RunUpdate, now: datetime) -> None:
-        params: dict[str, Any] = {"p_id": patch.id, "p_scope": scope, "v_updated_at": now}
+    def _update_run(
+        self, conn: Connection, scope: str, patch: RunUpdate, now: datetime | None
+    ) -> datetime:
+        """Apply one guarded run update; returns the clock it used.
+
+        ``now=None`` (PostgreSQL only): the statement uses the database's
+        ``now()`` wherever the clock goes and returns it, so the commit needs
+        no separate statement to read it.
+        """
+        server_clock = now is None
+        params: dict[str, Any] = {"p_id": patch.id, "p_scope": scope}
+        if not server_clock:
+            params["v_updated_at"] = now
+            if patch.lease is not None or patch.expect_unleased:
+                params["p_now"] = now
         fields_set: tuple[str, ...] = ()
+        clock_fields: tuple[str, ...] = ()
         for name in _RUN_FIELDS:
             value = getattr(patch, name)
             if value is UNSET:
                 continue
+            if value is NOW and server_clock:
+                clock_fields += (name,)
+                continue
             fields_set += (name,)
             params[f"v_{name}"] = now if value is NOW else value
         if patch.lease is not None:
-            params.update(p_owner=patch.lease.owner, p_epoch=patch.lease.epoch, p_now=now)
+            params.update(p_owner=patch.lease.owner, p_epoch=patch.lease.epoch)
         if patch.expect_status is not None:
             params["p_statuses"] = list(patch.expect_status)
         if patch.expect_last_seq is not None:
             params["p_last_seq"] = patch.expect_last_seq
-        if patch.expect_unleased:
-            params["p_now"] = now
         shape = (
             "update_run",
             fields_set,
@@ -790,10 +816,17 @@ class Sql:
             patch.expect_status is not None,
             patch.expect_last_seq is not None,
             patch.expect_unleased,
+            server_clock,
+            clock_fields,
         )
         stmt = self._stmt(shape, lambda: self._build_update_run(shape))
-        if conn.execute(stmt, params).rowcount == 1:
-            return
+        if server_clock:
+            row = conn.execute(stmt, params).first()
+            if row is not None:
+                return required(row[0])
+        elif conn.execute(stmt, params).rowcount == 1:
+            assert now is not None
+            return now
         exists = conn.execute(
             self._stmt(
                 "run_status",
@@ -811,12 +844,16 @@ class Sql:
 
     @staticmethod
     def _build_update_run(shape: tuple[Any, ...]) -> Any:
-        _, fields_set, release, leased, by_status, by_last_seq, unleased = shape
+        _, fields_set, release, leased, by_status, by_last_seq, unleased, server, at_now = shape
         values: dict[str, Any] = {
-            "updated_at": bindparam("v_updated_at", type_=runs.c.updated_at.type)
+            "updated_at": func.now()
+            if server
+            else bindparam("v_updated_at", type_=runs.c.updated_at.type)
         }
         for name in fields_set:
             values[name] = bindparam(f"v_{name}", type_=runs.c[name].type)
+        for name in at_now:
+            values[name] = func.now()
         if release:
             values["lease_owner"] = None
             values["lease_expires_at"] = None
@@ -824,7 +861,7 @@ class Sql:
             runs.c.id == bindparam("p_id"),
             runs.c.scope == bindparam("p_scope"),
         ]
-        now = bindparam("p_now", type_=runs.c.lease_expires_at.type)
+        now = func.now() if server else bindparam("p_now", type_=runs.c.lease_expires_at.type)
         if leased:
             conds += [
                 runs.c.lease_owner == bindparam("p_owner"),
@@ -837,7 +874,8 @@ class Sql:
             conds.append(runs.c.last_seq == bindparam("p_last_seq"))
         if unleased:
             conds.append(or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at <= now))
-        return update(runs).where(*conds).values(**values)
+        stmt = update(runs).where(*conds).values(**values)
+        return stmt.returning(func.now()) if server else stmt
 
     @staticmethod
     def _append(
