@@ -36,3 +36,28 @@ def test_a_forked_child_makes_ids_its_parent_does_not() -> None:
     # The random part (the last 16 characters) is never the same in both processes.
     assert len(child) == 20
     assert not child & parent
+
+
+def test_a_child_forked_while_another_thread_makes_an_id_can_make_ids() -> None:
+    """The id lock, held at the fork by a thread that does not exist in the child, is renewed."""
+    import select
+    import signal
+
+    from pai_grpc.domain import _ids
+
+    read, write = os.pipe()
+    with _ids._lock:  # as if another thread were making an id at that moment
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            os.write(write, new_id("run").encode())
+            os._exit(0)
+    os.close(write)
+    ready, _, _ = select.select([read], [], [], 10.0)
+    if not ready:
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as pipe:
+        made = pipe.read()
+    assert ready, "the forked child could not make an id"
+    assert is_valid_id("run", made)

@@ -34,8 +34,10 @@ def _random_80() -> int:
 
 
 def _forget_pool() -> None:
-    # A forked child must not make the ids its parent is about to make.
-    global _pool, _pool_at, _last_ms
+    # A forked child must not make the ids its parent is about to make, and must
+    # not inherit the lock held by a parent thread that does not exist in it.
+    global _lock, _pool, _pool_at, _last_ms
+    _lock = threading.Lock()
     _pool, _pool_at, _last_ms = b"", 0, -1
 
 
