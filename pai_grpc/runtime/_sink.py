@@ -138,6 +138,15 @@ class EventSink:
         memory instead of going to the log for them.
         """
         self._allocated = False
+        if events:
+            # Events held below this commit's numbers were emitted before it took
+            # the buffered events, so they are in it and durable now: they go
+            # first, or a live reader would see the commit's events before them.
+            first, n = events[0].seq, 0
+            while n < len(self._held) and self._held[n].seq < first:
+                self.channel.publish(self._held[n])
+                n += 1
+            del self._held[:n]
         for event in events:
             self.channel.publish(event)
         self._release()

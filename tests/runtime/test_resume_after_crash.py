@@ -183,3 +183,54 @@ async def test_live_events_never_run_ahead_of_the_durable_reservation(database_u
         log = await collect(srv, run_id)
         assert [_payload(e) for e in live] == [_payload(e) for e in log]
         assert [e.seq for e in log] == list(range(1, len(log) + 1))  # dense without a crash
+
+
+@pytest.mark.parametrize("release", [True, False], ids=["last commit", "step commit"])
+async def test_a_commit_publishes_live_in_order_what_it_made_durable(
+    sqlite_url: str, release: bool
+) -> None:
+    """Events held above the reservation go out before the commit's own, with no gap.
+
+    Deterministic form of the race above: five chunks are emitted with a
+    reservation of two, so three wait in the sink; then a commit makes them
+    durable with two events of its own. A live reader must see 1..7 in order.
+    Before the fix it saw 1, 2, 6, 7 after the run's last commit (which
+    releases the lease), and 1, 2, 6, 7, 3, 4, 5 after a step commit.
+    """
+    from datetime import UTC, datetime, timedelta
+
+    from pai_grpc.domain import ChunkEvent, RunEvent, StatusEvent, TextDeltaChunk
+    from pai_grpc.runtime._records import encode_event
+    from pai_grpc.runtime._sink import EventSink
+    from storage import Lease
+
+    async with serve_in_process(sqlite_url) as srv:
+        expires = datetime.now(UTC) + timedelta(minutes=1)
+        sink = EventSink(
+            services=srv.app.runtime.services,
+            scope="default",
+            thread_id="thr_x",
+            run_id="run_x",
+            lease=Lease("run_x", "owner", 1, expires),
+            first_seq=1,
+            reserved_seq=2,
+        )
+        try:
+            for i in range(5):  # no await in between: no flush can run
+                sink.emit(ChunkEvent(chunk=TextDeltaChunk(id="t", text=f"w{i}")))
+            assert [e.seq for e in sink.channel.since(0)] == [1, 2]
+            pending = sink.take_pending()
+            assert [e.seq for e in pending] == [1, 2, 3, 4, 5]
+            seqs = sink.allocate(2)
+            now = datetime.now(UTC)
+            built = [
+                encode_event("run_x", RunEvent(seq=q, time=now, payload=StatusEvent(status=s)))[1]
+                for q, s in zip(seqs, ["running", "completed"], strict=True)
+            ]
+            # As RunCommitter does once the releasing commit is durable.
+            reserved = sink.reservation(seqs[-1], release=release)
+            sink.mark_durable(seqs[-1], reserved=reserved, release=release)
+            sink.published(built)
+            assert [e.seq for e in sink.channel.since(0)] == [1, 2, 3, 4, 5, 6, 7]
+        finally:
+            await sink.close()
