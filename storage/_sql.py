@@ -424,17 +424,18 @@ class Sql:
         # lock it may wait for (one statement fewer than reading it separately).
         # On PostgreSQL a commit that updates runs takes the clock from the first
         # update (its now() is the transaction's, as SELECT now() would read).
-        first_reads_clock = self.postgres and ws.new_thread is None and bool(ws.update_runs)
+        run_updates = ws.update_runs
         if quota:
             now = self._check_active_runs(conn, ws)
-        elif first_reads_clock:
-            now = self._update_run(conn, ws.scope, ws.update_runs[0], None)
+        elif self.postgres and ws.new_thread is None and run_updates:
+            now = self._update_run(conn, ws.scope, run_updates[0], None)
+            run_updates = run_updates[1:]
         else:
             now = self.now(conn)
         if ws.new_thread is not None:
             result = self._create_thread(conn, ws, now)
         else:
-            for patch in ws.update_runs[1:] if first_reads_clock and not quota else ws.update_runs:
+            for patch in run_updates:
                 self._update_run(conn, ws.scope, patch, now)
             thread: ThreadRecord | None = None
             removed: list[str] = []
