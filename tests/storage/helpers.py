@@ -7,11 +7,13 @@ from typing import Any
 
 from pai_grpc.domain import new_id
 from storage import (
+    PROMOTE_NEXT,
     ClaimedRun,
     NewEvent,
     NewMessage,
     NewRun,
     NewThread,
+    RunUpdate,
     Store,
     ThreadPatch,
     WriteSet,
@@ -75,6 +77,26 @@ async def claim(store: Store, owner: str = "r1", lease: float = 30.0) -> Claimed
     claimed = await store.claim_run(owner, lease_seconds=lease)
     assert claimed is not None, "expected a runnable run"
     return claimed
+
+
+def finish_and_promote(
+    current: ClaimedRun, thread_id: str, scope: str = SCOPE, **fields: Any
+) -> WriteSet:
+    """End the claimed run (completed, lease released) and promote the thread's next run."""
+    return WriteSet(
+        scope=scope,
+        thread_id=thread_id,
+        thread=ThreadPatch(active_run_id=PROMOTE_NEXT),
+        update_runs=[
+            RunUpdate(
+                id=current.run.id,
+                lease=current.lease,
+                status="completed",
+                release_lease=True,
+                **fields,
+            )
+        ],
+    )
 
 
 async def state(store: Store, thread_id: str, scope: str = SCOPE) -> tuple[Any, ...]:

@@ -7,9 +7,16 @@ import threading
 
 from sqlalchemy import Connection
 
-from storage import NOW, PROMOTE_NEXT, ClaimedRun, RunUpdate, Store, ThreadPatch, WriteSet, upgrade
+from storage import NOW, ClaimedRun, Store, upgrade
 from tests.conftest import POSTGRES_URL
-from tests.storage.helpers import SCOPE, claim, make_thread, queue_run, start_run
+from tests.storage.helpers import (
+    SCOPE,
+    claim,
+    finish_and_promote,
+    make_thread,
+    queue_run,
+    start_run,
+)
 
 
 def _finish_elsewhere(schema: str, current: ClaimedRun, thread_id: str) -> None:
@@ -19,21 +26,7 @@ def _finish_elsewhere(schema: str, current: ClaimedRun, thread_id: str) -> None:
         other = Store.open(POSTGRES_URL, schema=schema)
         try:
             await other.commit(
-                WriteSet(
-                    scope=SCOPE,
-                    thread_id=thread_id,
-                    thread=ThreadPatch(active_run_id=PROMOTE_NEXT),
-                    update_runs=[
-                        RunUpdate(
-                            id=current.run.id,
-                            lease=current.lease,
-                            status="completed",
-                            outcome="completed",
-                            ended_at=NOW,
-                            release_lease=True,
-                        )
-                    ],
-                )
+                finish_and_promote(current, thread_id, outcome="completed", ended_at=NOW)
             )
         finally:
             await other.close()

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from storage import (
-    PROMOTE_NEXT,
     LeaseLost,
     RunUpdate,
     Store,
@@ -21,6 +20,7 @@ from tests.conftest import open_store
 from tests.storage.helpers import (
     SCOPE,
     event,
+    finish_and_promote,
     make_thread,
     queue_run,
     start_run,
@@ -97,18 +97,7 @@ async def test_four_claimers_drain_two_hundred_runs_exactly_once(pg: Store) -> N
             claimed.append(run.id)
             order.setdefault(run.thread_id, []).append(run.thread_seq)
             await asyncio.sleep(0)  # let other claimers race while this one is active
-            await pg.commit(
-                WriteSet(
-                    scope=SCOPE,
-                    thread_id=run.thread_id,
-                    thread=ThreadPatch(active_run_id=PROMOTE_NEXT),
-                    update_runs=[
-                        RunUpdate(
-                            id=run.id, lease=got.lease, status="completed", release_lease=True
-                        )
-                    ],
-                )
-            )
+            await pg.commit(finish_and_promote(got, run.thread_id))
 
     await asyncio.gather(*(claimer(f"c{i}") for i in range(4)))
     assert violations == []

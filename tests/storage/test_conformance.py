@@ -41,6 +41,7 @@ from tests.storage.helpers import (
     SCOPE,
     claim,
     event,
+    finish_and_promote,
     make_thread,
     queue_run,
     start_run,
@@ -525,40 +526,14 @@ async def test_one_active_run_per_thread_and_queued_runs_in_order(store: Store) 
     order = [first]
     current = a
     for _ in queued:
-        await store.commit(
-            WriteSet(
-                scope=SCOPE,
-                thread_id=thread_id,
-                thread=ThreadPatch(active_run_id=PROMOTE_NEXT),
-                update_runs=[
-                    RunUpdate(
-                        id=current.run.id,
-                        lease=current.lease,
-                        status="completed",
-                        ended_at=NOW,
-                        release_lease=True,
-                    )
-                ],
-            )
-        )
+        await store.commit(finish_and_promote(current, thread_id, ended_at=NOW))
         thread = await store.get_thread(SCOPE, thread_id)
         assert thread is not None
         assert thread.status == "running"
         current = await claim(store, "r1")
         order.append(current.run.id)
     assert order == [first, *queued]
-    await store.commit(
-        WriteSet(
-            scope=SCOPE,
-            thread_id=thread_id,
-            thread=ThreadPatch(active_run_id=PROMOTE_NEXT),
-            update_runs=[
-                RunUpdate(
-                    id=current.run.id, lease=current.lease, status="completed", release_lease=True
-                )
-            ],
-        )
-    )
+    await store.commit(finish_and_promote(current, thread_id))
     thread = await store.get_thread(SCOPE, thread_id)
     assert thread is not None
     assert (thread.status, thread.active_run_id) == ("idle", None)
