@@ -66,9 +66,16 @@ async def _scenario(srv: InProcessServer) -> list[Event]:
         assert snapshot is not None
         assert snapshot.change == tpb.THREAD_CHANGE_SNAPSHOT, snapshot
         raw.append(snapshot)
-        for word in ("hi", "again"):
+        for runs, word in enumerate(("hi", "again"), start=1):
             handle = await send(srv, thread_id, word)
             await wait_run(srv, handle.run_id)
+            # Each run commits its input and its answer. Send the next only once the
+            # watcher has seen both: a watcher still behind would report the two
+            # runs' commits as one change (correct, but not what is compared here).
+            while sum(e.change == tpb.THREAD_CHANGE_MESSAGES_COMMITTED for e in raw) < 2 * runs:
+                event = await watch.next(timeout=10)
+                assert event is not None, f"watch stalled after {raw}"
+                raw.append(event)
         # A last, distinct event marks the end of what the runs produced.
         await srv.threads.UpdateThreadMetadata(
             tpb.UpdateThreadMetadataRequest(thread_id=thread_id, metadata={"done": True})  # type: ignore[arg-type]
