@@ -101,9 +101,24 @@ _RUN_FIELDS = (
 _NOTIFY_BATCH = 8
 
 
+def _notify_columns(n: int) -> list[Any]:
+    """``pg_notify(:p_c0, :p_p0), ...``: ``n`` notifications as columns of a statement."""
+    return [
+        func.pg_notify(bindparam(f"p_c{i}"), bindparam(f"p_p{i}")).label(f"notified_{i}")
+        for i in range(n)
+    ]
+
+
 def _notify_stmt(n: int) -> Any:
     """``SELECT pg_notify(:p_c0, :p_p0), ...`` for ``n`` notifications."""
-    return select(*(func.pg_notify(bindparam(f"p_c{i}"), bindparam(f"p_p{i}")) for i in range(n)))
+    return select(*_notify_columns(n))
+
+
+def _notify_params(notes: Sequence[tuple[str, str]], params: dict[str, Any]) -> None:
+    """Bind ``notes`` for :func:`_notify_columns`."""
+    for i, (channel, payload) in enumerate(notes):
+        params[f"p_c{i}"] = channel
+        params[f"p_p{i}"] = payload
 
 
 def _row(record: Any) -> dict[str, Any]:
@@ -424,15 +439,22 @@ class Sql:
         # lock it may wait for (one statement fewer than reading it separately).
         # On PostgreSQL a commit that updates runs takes the clock from the first
         # update (its now() is the transaction's, as SELECT now() would read).
+        # A commit that updates only the thread root (and what hangs off it, as a
+        # Send does) takes the clock from the root update, once it holds the row.
         run_updates = ws.update_runs
+        notes: Sequence[tuple[str, str]] = ws.notify
+        riding: Sequence[tuple[str, str]] = ()
+        clock: datetime | None = None
         if quota:
-            now = self._check_active_runs(conn, ws)
+            clock = self._check_active_runs(conn, ws)
         elif self.postgres and ws.new_thread is None and run_updates:
-            now = self._update_run(conn, ws.scope, run_updates[0], None)
+            clock = self._update_run(conn, ws.scope, run_updates[0], None)
             run_updates = run_updates[1:]
-        else:
-            now = self.now(conn)
+        elif not (self.postgres and ws.new_thread is None and (ws.touches_root or ws.insert_runs)):
+            clock = self.now(conn)
+        now = clock
         if ws.new_thread is not None:
+            assert now is not None
             result = self._create_thread(conn, ws, now)
         else:
             for patch in run_updates:
@@ -443,7 +465,18 @@ class Sql:
             inserted: list[RunRecord] = []
             if ws.touches_root or ws.insert_runs:
                 truncate_at, removed = self._prepare_root(conn, ws)
-                root = self._update_root(conn, ws, now, truncate_at)
+                # On PostgreSQL the commit's notifications ride on the root update
+                # (NOTIFY is delivered on commit either way): one round trip fewer.
+                if self.postgres:
+                    riding, notes = notes[:_NOTIFY_BATCH], notes[_NOTIFY_BATCH:]
+                root = self._update_root(conn, ws, clock, truncate_at, riding)
+                if self.postgres:
+                    # The update may have waited for the thread row (or run after a
+                    # change it would have waited for): what it starts and appends
+                    # is stamped no earlier than the row was locked.
+                    m = root._mapping
+                    now = m["updated_at"] if clock is None else max(clock, m["locked_at"])
+                assert now is not None
                 thread = thread_record(root)
                 first_position = thread.message_count - len(ws.append_messages)
                 first_seq = root._mapping["next_run_seq"] - len(ws.insert_runs)
@@ -457,15 +490,18 @@ class Sql:
                 inserted = self._insert_runs(conn, ws, first_seq, now)
                 appended = self._append(conn, ws, first_position, now)
                 self._update_messages(conn, ws)
+            # Set by now: without a clock read up front, the root update read it.
+            assert now is not None
             self._write_pending(conn, ws, now)
-            self._insert_events(conn, ws.events)
             self._store_idempotency(conn, ws, now)
             result = CommitResult(
                 thread=thread, messages=appended, removed_message_ids=removed, runs=inserted
             )
+        # The write set's events and those describing its result go in one statement.
+        events = ws.events
         if events_after is not None:
-            self._insert_events(conn, events_after(result))
-        notes = ws.notify
+            events = [*events, *events_after(result)]
+        self._insert_events(conn, events)
         if ws.notify_if_promoted and result.thread is not None and result.thread.active_run_id:
             notes = [*notes, *ws.notify_if_promoted]
         self.notify(conn, notes)
@@ -524,10 +560,8 @@ class Sql:
             batch = notes[start : start + _NOTIFY_BATCH]
             n = len(batch)
             stmt = self._stmt(("notify", n), partial(_notify_stmt, n))
-            params: dict[str, str] = {}
-            for i, (channel, payload) in enumerate(batch):
-                params[f"p_c{i}"] = channel
-                params[f"p_p{i}"] = payload
+            params: dict[str, Any] = {}
+            _notify_params(batch, params)
             conn.execute(stmt, params)
 
     def _create_thread(self, conn: Connection, ws: WriteSet, now: datetime) -> CommitResult:
@@ -615,16 +649,26 @@ class Sql:
         return position, [r[0] for r in gone]
 
     def _update_root(
-        self, conn: Connection, ws: WriteSet, now: datetime, truncate_at: int | None
+        self,
+        conn: Connection,
+        ws: WriteSet,
+        now: datetime | None,
+        truncate_at: int | None,
+        notes: Sequence[tuple[str, str]] = (),
     ) -> Row[Any]:
-        """One guarded ``UPDATE ... RETURNING`` bumps the version and allocates positions."""
+        """One guarded ``UPDATE ... RETURNING`` bumps the version and allocates positions.
+
+        Without ``now`` (PostgreSQL only) the update stamps the thread with the
+        time it locked the row, which it returns as ``locked_at`` in any case.
+        ``notes`` (PostgreSQL only) are sent by the same statement; a refused
+        guard sends none.
+        """
         patch = ws.thread
         fields_set: tuple[str, ...] = ()
         promote = False
         params: dict[str, Any] = {
             "p_id": ws.thread_id,
             "p_scope": ws.scope,
-            "v_updated_at": now,
             "p_n_append": len(ws.append_messages),
             "p_n_runs": len(ws.insert_runs),
             "p_rewrite": int(bool(ws.update_messages or truncate_at is not None)),
@@ -639,6 +683,9 @@ class Sql:
                     continue
                 fields_set += (name,)
                 params[f"v_{name}"] = value
+        if now is not None:
+            params["v_updated_at"] = now
+        _notify_params(notes, params)
         if truncate_at is not None:
             params["p_truncate"] = truncate_at
         if ws.expected_version is not None:
@@ -655,8 +702,10 @@ class Sql:
             ws.expected_version is not None,
             ws.expected_status is not None,
             ws.expected_message_count is not None,
+            now is None,
+            len(notes),
         )
-        stmt = self._stmt(shape, lambda: self._build_update_root(shape))
+        stmt = self._stmt(shape, lambda: self._build_update_root(shape, self.postgres))
         row = conn.execute(stmt, params).first()
         if row is not None:
             return row
@@ -678,12 +727,18 @@ class Sql:
         raise VersionConflict(ws.thread_id, ws.expected_message_count, "a different message count")
 
     @staticmethod
-    def _build_update_root(shape: tuple[Any, ...]) -> Any:
-        _, fields_set, promote, truncate, by_version, by_status, by_count = shape
+    def _build_update_root(shape: tuple[Any, ...], postgres: bool) -> Any:
+        _, fields_set, promote, truncate, by_version, by_status, by_count, sql_clock, n_notes = (
+            shape
+        )
         base = bindparam("p_truncate", type_=Integer) if truncate else threads.c.next_position
         values: dict[str, Any] = {
             "version": threads.c.version + 1,
-            "updated_at": bindparam("v_updated_at", type_=threads.c.updated_at.type),
+            "updated_at": (
+                func.clock_timestamp()
+                if sql_clock
+                else bindparam("v_updated_at", type_=threads.c.updated_at.type)
+            ),
             "next_position": base + bindparam("p_n_append", type_=Integer),
             "next_run_seq": threads.c.next_run_seq + bindparam("p_n_runs", type_=Integer),
             "history_epoch": threads.c.history_epoch + bindparam("p_rewrite", type_=Integer),
@@ -711,7 +766,15 @@ class Sql:
             conds.append(threads.c.status.in_(bindparam("p_statuses", expanding=True)))
         if by_count:
             conds.append(threads.c.next_position == bindparam("p_count"))
-        return update(threads).where(*conds).values(**values).returning(*threads.c)
+        # clock_timestamp() in RETURNING is read once the row is locked (now() is
+        # the transaction's start, which may precede a change the update waited for).
+        locked = [func.clock_timestamp().label("locked_at")] if postgres else []
+        return (
+            update(threads)
+            .where(*conds)
+            .values(**values)
+            .returning(*threads.c, *locked, *_notify_columns(n_notes))
+        )
 
     @staticmethod
     def _insert_events(conn: Connection, events: Sequence[NewEvent]) -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 from sqlalchemy import Connection
 
-from storage import NOW, ClaimedRun, Store, upgrade
+from pai_grpc.domain import new_id
+from storage import NOW, ClaimedRun, NewRun, Store, ThreadPatch, WriteSet, upgrade
 from tests.conftest import POSTGRES_URL
 from tests.storage.helpers import (
     SCOPE,
@@ -16,6 +18,7 @@ from tests.storage.helpers import (
     make_thread,
     queue_run,
     start_run,
+    text_message,
 )
 
 
@@ -65,5 +68,61 @@ async def test_a_run_never_starts_before_the_run_it_queued_behind_ended(pg_schem
         assert claimed.run.started_at is not None
         assert ended <= claimed.run.started_at
         assert claimed.lease.expires_at == claimed.run.lease_expires_at
+    finally:
+        await store.close()
+
+
+async def test_a_run_a_send_starts_on_a_thread_that_just_went_idle_starts_after_it(
+    pg_schema: str,
+) -> None:
+    """A Send commits to an idle thread without reading it first (its guard decides).
+
+    Its transaction reads the clock, then the thread's run ends elsewhere,
+    then the Send's guarded update (which waited for that run's row lock, or
+    simply ran after it) starts the new run: that run must not seem to start
+    before the previous one ended.
+    """
+    store = Store.open(POSTGRES_URL, schema=pg_schema)
+    try:
+        await upgrade(store)
+        thread_id = await make_thread(store)
+        first = await start_run(store, thread_id)
+        current = await claim(store, "r1")
+        assert current.run.id == first
+        real = store._sql._update_root
+
+        def update_root_late(conn: Connection, *args: Any) -> Any:
+            done = threading.Thread(target=_finish_elsewhere, args=(pg_schema, current, thread_id))
+            done.start()
+            done.join()
+            return real(conn, *args)
+
+        store._sql._update_root = update_root_late  # type: ignore[method-assign]
+        run_id = new_id("run")
+        result = await store.commit(
+            WriteSet(
+                scope=SCOPE,
+                thread_id=thread_id,
+                expected_status=("idle",),
+                thread=ThreadPatch(status="running", active_run_id=run_id),
+                append_messages=[text_message("again", run_id=run_id)],
+                insert_runs=[
+                    NewRun(
+                        id=run_id,
+                        status="queued",
+                        initiator="send",
+                        operation="send",
+                        lease_owner="r2",
+                        lease_seconds=30.0,
+                    )
+                ],
+            )
+        )
+        ended = (await store.get_run(SCOPE, first)).ended_at  # type: ignore[union-attr]
+        started = result.runs[0].started_at
+        assert ended is not None
+        assert started is not None
+        assert ended <= started
+        assert ended <= result.messages[0].created_at
     finally:
         await store.close()

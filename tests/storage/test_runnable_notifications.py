@@ -13,10 +13,11 @@ import asyncio
 
 import asyncpg
 import pytest
+from sqlalchemy import event
 
 from pai_grpc.runtime._signals import RUNNABLE
 from pai_grpc.testing import serve_in_process
-from storage import PROMOTE_NEXT, RunUpdate, Store, ThreadPatch, WriteSet
+from storage import PROMOTE_NEXT, RunUpdate, Store, ThreadPatch, VersionConflict, WriteSet
 from tests.conftest import POSTGRES_URL
 from tests.runtime.support import new_thread, send, wait_run
 from tests.storage.helpers import SCOPE, make_thread, queue_run, start_run
@@ -92,3 +93,60 @@ async def test_a_run_ending_with_nothing_queued_wakes_no_runner(database_url: st
             for _ in range(2):
                 await wait_run(srv, (await send(srv, thread_id, "hi")).run_id)
             assert await heard.until_marker() == []
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgresql"])
+async def test_notifications_ride_on_the_root_update_and_a_refused_guard_sends_none(
+    store: Store,
+) -> None:
+    """A commit that updates the thread sends its notifications in that statement.
+
+    Listeners hear them on commit as before; the commit sends no statement of
+    its own for them; a write refused by the root guard notifies nobody. Ten
+    notifications (more than one statement carries) all arrive, in order.
+    """
+    channel = "pai_test_ride"
+    thread_id = await make_thread(store)
+    statements: list[str] = []
+
+    def seen(_c: object, _cur: object, sql: str, *_: object) -> None:
+        statements.append(sql)
+
+    engine = store.engines.async_engine
+    assert engine is not None
+    event.listen(engine.sync_engine, "before_cursor_execute", seen)
+    try:
+        async with Heard(channel) as heard:
+            await store.commit(
+                WriteSet(
+                    scope=SCOPE,
+                    thread_id=thread_id,
+                    thread=ThreadPatch(metadata={"k": "v"}),
+                    notify=[(channel, "one"), (channel, "two")],
+                )
+            )
+            assert not any("pg_notify" in sql and "UPDATE" not in sql for sql in statements)
+            with pytest.raises(VersionConflict):
+                await store.commit(
+                    WriteSet(
+                        scope=SCOPE,
+                        thread_id=thread_id,
+                        expected_version=99,
+                        thread=ThreadPatch(metadata={"k": "w"}),
+                        notify=[(channel, "refused")],
+                    )
+                )
+            many = [(channel, f"n{i}") for i in range(10)]
+            await store.commit(
+                WriteSet(
+                    scope=SCOPE,
+                    thread_id=thread_id,
+                    append_messages=[],
+                    notify=many,
+                    thread=ThreadPatch(metadata={"k": "x"}),
+                )
+            )
+            assert await heard.until_marker() == ["one", "two"] + [f"n{i}" for i in range(10)]
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", seen)
