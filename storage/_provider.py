@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime, timedelta
@@ -42,6 +43,8 @@ from storage._rows import MAX_PAGE_SIZE, check_write_set_json
 from storage._sql import Sql
 from storage.errors import StateConflict, VersionConflict
 
+log = logging.getLogger("pai_grpc.storage")
+
 T = TypeVar("T")
 
 
@@ -62,6 +65,9 @@ class Store:
         #: Called after each commit with its duration in seconds and whether a
         #: version guard refused it (the service's metrics; storage knows none).
         self.observer: Callable[[float, bool], None] | None = None
+        #: Called with each write set this store committed and its result, right
+        #: after the commit (e.g. a cache of thread contexts extends itself).
+        self.commit_listeners: list[Callable[[WriteSet, CommitResult], None]] = []
 
     @classmethod
     def open(cls, url: str, *, pool_size: int = 10, schema: str | None = None) -> Store:
@@ -250,9 +256,10 @@ class Store:
         started = time.perf_counter()
         conflict = False
         try:
-            return await self._engines.write(lambda c: self._sql.commit(c, ws, events_after))
+            result = await self._engines.write(lambda c: self._sql.commit(c, ws, events_after))
         except VersionConflict:
-            conflict = True
+            # A speculative write expected this refusal as one of its outcomes.
+            conflict = not ws.speculative
             raise
         except IntegrityError as e:
             if ws.idempotency is not None and "idempotency" in str(e.orig).lower():
@@ -261,6 +268,13 @@ class Store:
         finally:
             if self.observer is not None:
                 self.observer(time.perf_counter() - started, conflict)
+        for listener in self.commit_listeners:
+            try:
+                listener(ws, result)
+            except Exception:
+                # The write set is durable: a listener's failure must not make it look lost.
+                log.exception("a commit listener failed")
+        return result
 
     async def delete_thread(
         self, scope: str, thread_id: str, *, expected_version: int | None = None

@@ -400,6 +400,9 @@ class WriteSet:
     #: thread with an active run (a runner wake-up for a run that became runnable;
     #: sending it otherwise would make every runner look for work in vain).
     notify_if_promoted: list[tuple[str, str]] = field(default_factory=list)
+    #: Written without reading the thread first: a refused guard is an expected
+    #: outcome (the writer reads and decides again), not contention to report.
+    speculative: bool = False
 
     @property
     def touches_root(self) -> bool:

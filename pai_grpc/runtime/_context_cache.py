@@ -5,6 +5,10 @@ every model step. An entry holds the durable messages below a message count
 together with their model messages, valid for one ``history_epoch`` of the
 thread: appends extend it, any rewrite of existing messages (regenerate,
 visibility, tool-part updates) bumps the epoch and forces a full reload.
+
+The process's own commits extend entries as they commit (no read needed for
+what this process wrote), and a run handed straight from its Send to this
+process's runner starts from the head that Send committed, without a read.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from dataclasses import dataclass, field
 from pai_grpc.domain import Message, ModelMessage
 from pai_grpc.models import to_model_messages
 from pai_grpc.runtime._records import message_from_record
-from storage import MessageRecord, Store, ThreadRecord
+from storage import CommitResult, MessageRecord, Store, ThreadRecord, WriteSet
 
 #: Total bytes of cached contexts (default); the least recently used thread goes first.
 CACHE_BYTES = 64 << 20
@@ -47,6 +51,9 @@ class _Entry:
     model_messages: list[list[ModelMessage]] = field(default_factory=list)
     #: Approximate bytes held by this entry.
     size: int = 0
+    #: The thread head as this process just committed it, for the next read
+    #: only (set by :meth:`ContextCache.prime`, cleared by any later change).
+    fresh: ThreadRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -84,30 +91,111 @@ class ContextCache:
         """The thread's context now (raises storage NotFound when the thread is gone)."""
         key = (scope, thread_id)
         entry = self._entries.get(key)
-        head, records = await self._store.context(
-            scope, thread_id, from_position=entry.count if entry else 0
-        )
-        if entry is None or head.history_epoch != entry.epoch or head.message_count < entry.count:
-            if entry is not None:
-                head, records = await self._store.context(scope, thread_id)
+        if entry is not None and entry.fresh is not None:
+            head, entry.fresh = entry.fresh, None
+            self._entries.move_to_end(key)
+            return self._snapshot(entry, head)
+        start = entry.count if entry is not None else 0
+        head, records = await self._store.context(scope, thread_id, from_position=start)
+        if entry is not None and (
+            entry.count != start
+            or head.history_epoch != entry.epoch
+            or head.message_count < entry.count
+        ):
+            # Rewritten history, or this process's own commit extended the entry
+            # while the read was in flight: the records no longer fit it.
+            head, records = await self._store.context(scope, thread_id)
+            entry = None
+        if entry is None:
             entry = _Entry(epoch=head.history_epoch, count=0)
         # Re-account the entry (a concurrent read may have evicted or grown it).
+        self._drop(key)
+        self._extend(entry, head, records)
+        self._keep(key, entry)
+        return self._snapshot(entry, head)
+
+    def committed(self, ws: WriteSet, result: CommitResult) -> None:
+        """Extend a cached entry with the messages this process just committed.
+
+        Only a contiguous append in the same history epoch extends an entry;
+        a rewrite drops it, anything else leaves it for the next read to refresh.
+        Any change ends a primed head's freshness.
+        """
+        head = result.thread
+        if head is None:
+            return
+        key = (ws.scope, ws.thread_id)
+        entry = self._entries.get(key)
+        if entry is None:
+            return
+        entry.fresh = None
+        if head.history_epoch != entry.epoch:
+            self._drop(key)
+            return
+        appended = result.messages
+        if (
+            not appended
+            or appended[0].position != entry.count
+            or appended[-1].position + 1 != head.message_count
+            or len(appended) != head.message_count - entry.count
+        ):
+            return
+        self._drop(key)
+        self._extend(entry, head, appended)
+        self._keep(key, entry)
+
+    def prime(self, scope: str, result: CommitResult) -> None:
+        """Let the next read of this thread use the head ``result`` just committed.
+
+        Used when a Send hands its run to this process's runner: when the
+        entry holds every message below the head (or the commit wrote the
+        thread's first messages) the run's first step needs no read.
+        """
+        head = result.thread
+        if head is None:
+            return
+        key = (scope, head.id)
+        entry = self._entries.get(key)
+        appended = result.messages
+        if entry is None and appended and len(appended) == head.message_count:
+            entry = _Entry(epoch=head.history_epoch, count=0)
+            self._extend(entry, head, appended)
+            self._keep(key, entry)
+        if (
+            entry is not None
+            and entry.epoch == head.history_epoch
+            and entry.count == head.message_count
+        ):
+            entry.fresh = head
+
+    def changed(self, thread_id: str) -> None:
+        """Another writer changed the thread: a primed head is no longer the latest."""
+        for (_, cached), entry in self._entries.items():
+            if cached == thread_id:
+                entry.fresh = None
+
+    def _drop(self, key: tuple[str, str]) -> None:
         old = self._entries.pop(key, None)
         if old is not None:
             self.size -= old.size
-        self._extend(entry, head, records)
-        flat = [m for group in entry.model_messages for m in group]
-        context = ContextSnapshot(head=head, messages=list(entry.messages), model_messages=flat)
+
+    def _keep(self, key: tuple[str, str], entry: _Entry) -> None:
         self._entries[key] = entry
         self.size += entry.size
         while self.size > self.max_bytes and self._entries:
             _, dropped = self._entries.popitem(last=False)
             self.size -= dropped.size
-        return context
+
+    @staticmethod
+    def _snapshot(entry: _Entry, head: ThreadRecord) -> ContextSnapshot:
+        flat = [m for group in entry.model_messages for m in group]
+        return ContextSnapshot(head=head, messages=list(entry.messages), model_messages=flat)
 
     @staticmethod
     def _extend(entry: _Entry, head: ThreadRecord, records: list[MessageRecord]) -> None:
         for record in records:
+            if not record.visible_context:
+                continue  # a commit's appends include messages outside the context view
             message = message_from_record(record)
             entry.messages.append(message)
             entry.model_messages.append(to_model_messages([message]))

@@ -141,8 +141,12 @@ class MutationPath:
             if handoff and owner:
                 run = result.runs[0]
                 assert run.lease_expires_at is not None
+                assert result.thread is not None
+                # The run's first step reads its context from what this commit left.
+                self.services.contexts.prime(scope, result)
                 await handoff.adopt(
-                    ClaimedRun(run, Lease(run.id, owner, run.lease_epoch, run.lease_expires_at))
+                    ClaimedRun(run, Lease(run.id, owner, run.lease_epoch, run.lease_expires_at)),
+                    result.thread.agent,
                 )
             return a.result
         raise Conflict("the thread kept changing; retry the request", reason="THREAD_CONTENDED")
@@ -150,7 +154,7 @@ class MutationPath:
     @staticmethod
     def _start_run(
         scope: str,
-        thread: ThreadRecord,
+        thread_id: str,
         run: NewRun,
         *,
         messages: Sequence[NewMessage] = (),
@@ -158,7 +162,7 @@ class MutationPath:
         """Idle thread: commit the input with a new active run."""
         return WriteSet(
             scope=scope,
-            thread_id=thread.id,
+            thread_id=thread_id,
             expected_status=("idle",),
             thread=ThreadPatch(status="running", active_run_id=run.id),
             append_messages=list(messages),

@@ -188,12 +188,18 @@ class Mutations(Rewrites, Resolutions):
             }
         )
 
+        # Most Sends find the thread idle: the first attempt commits as if it were,
+        # and the write's status guard decides (no read first). A refusal means the
+        # thread is busy (or changed): every later attempt reads it and decides.
+        assume_idle = True
+
         async def attempt() -> Attempt:
-            thread = await self._load(scope, op.thread_id)
+            nonlocal assume_idle
             run_id, message_id = new_id("run"), new_id("msg")
-            if thread.status == "idle":
+            thread = None if assume_idle else await self._load(scope, op.thread_id)
+            if thread is None or thread.status == "idle":
                 handle = RunHandle(
-                    run_id=run_id, thread_id=thread.id, status="queued", message_id=message_id
+                    run_id=run_id, thread_id=op.thread_id, status="queued", message_id=message_id
                 )
                 message = NewMessage(
                     id=message_id, role="user", parts=parts, metadata=op.metadata, run_id=run_id
@@ -206,10 +212,12 @@ class Mutations(Rewrites, Resolutions):
                     input={"message_id": message_id},
                     metadata=op.run_metadata or {},
                 )
+                ws = self._start_run(scope, op.thread_id, run, messages=[message])
+                ws.speculative, assume_idle = assume_idle, False
                 return Attempt(
-                    self._start_run(scope, thread, run, messages=[message]),
+                    ws,
                     handle_json(handle),
-                    hint=ThreadHint(thread.id, ("status", "messages_committed"), (message_id,)),
+                    hint=ThreadHint(op.thread_id, ("status", "messages_committed"), (message_id,)),
                     runnable=True,
                 )
             if op.delivery == "steer" and thread.status == "running" and thread.active_run_id:
@@ -276,7 +284,7 @@ class Mutations(Rewrites, Resolutions):
             handle = RunHandle(run_id=run_id, thread_id=thread.id, status="queued")
             if thread.status == "idle":
                 return Attempt(
-                    self._start_run(scope, thread, run),
+                    self._start_run(scope, thread.id, run),
                     handle_json(handle),
                     hint=ThreadHint(thread.id, ("status",)),
                     runnable=True,

@@ -111,7 +111,7 @@ class Rewrites(MutationPath):
                 },
                 metadata=op.run_metadata or {},
             )
-            ws = self._start_run(scope, thread, run)
+            ws = self._start_run(scope, thread.id, run)
             ws.expected_version = thread.version  # the split was computed from this version
             ws.truncate_from_message_id = target.id
             ws.thread = merge_thread_patch(ws.thread, patch)

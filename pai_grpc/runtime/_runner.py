@@ -138,17 +138,20 @@ class Runner:
     def _release(self, slots: int) -> None:
         self._reserved = max(0, self._reserved - slots)
 
-    async def _launch(self, claimed: ClaimedRun) -> None:
+    async def _launch(self, claimed: ClaimedRun, agent_name: str | None = None) -> None:
         """Start executing a claimed run in the slot reserved for it.
 
         The slot stays reserved across the agent lookup (an await) and only
         turns into an active execution once the task exists, so no other claim
-        or hand-off can take it in between.
+        or hand-off can take it in between. A hand-off names the thread's agent
+        (its commit returned the thread), so no lookup is needed.
         """
         try:
-            # The run is leased already: wait out an outage rather than strand it.
-            with patient():
-                agent = self._services.agents.get(await self._agent_of(claimed))
+            if agent_name is None:
+                # The run is leased already: wait out an outage rather than strand it.
+                with patient():
+                    agent_name = await self._agent_of(claimed)
+            agent = self._services.agents.get(agent_name)
             execution = RunExecutor(
                 self._services, agent, claimed, lease_seconds=self._lease_seconds
             )
@@ -193,9 +196,9 @@ class Runner:
         """Give back a reservation whose commit did not happen."""
         self._reserved = max(0, self._reserved - 1)
 
-    async def adopt(self, claimed: ClaimedRun) -> None:
+    async def adopt(self, claimed: ClaimedRun, agent: str) -> None:
         """Execute a run whose lease was written with its creation (in its reserved slot)."""
-        await self._launch(claimed)
+        await self._launch(claimed, agent)
 
     async def _agent_of(self, claimed: ClaimedRun) -> str:
         # A thread's agent never changes, so one lookup per thread is enough.

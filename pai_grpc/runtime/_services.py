@@ -29,8 +29,8 @@ class Handoff(Protocol):
         """Give back a reservation whose commit did not happen."""
         ...
 
-    async def adopt(self, claimed: ClaimedRun) -> None:
-        """Execute a run committed already leased to this runner."""
+    async def adopt(self, claimed: ClaimedRun, agent: str) -> None:
+        """Execute a run (of a thread of ``agent``) committed already leased to this runner."""
         ...
 
 
@@ -66,14 +66,20 @@ class Services:
         broker, threads = Broker(), ThreadHub()
         if telemetry is not None:
             store.observer = metrics_for(telemetry).storage_observer(store.dialect)
+        contexts = ContextCache(store)
+        # What this process commits extends its cached contexts without a read;
+        # another process's change to a thread ends the freshness of a primed head.
+        store.commit_listeners.append(contexts.committed)
+        signals = Signals(store, broker, threads)
+        signals.on_remote_thread(contexts.changed)
         return cls(
             store=store,
             agents=agents,
             broker=broker,
             threads=threads,
-            signals=Signals(store, broker, threads),
+            signals=signals,
             limits=limits or Limits(),
-            contexts=ContextCache(store),
+            contexts=contexts,
             history=HistoryRewrites(),
             telemetry=telemetry or Telemetry.noop(),
         )

@@ -39,6 +39,7 @@ class Signals:
         self._threads = threads
         self._runnable: list[Callable[[], None]] = []
         self._cancel: list[Callable[[str], None]] = []
+        self._remote_thread: list[Callable[[str], None]] = []
         self._listener: Listener | None = None
         #: Marks this hub's own thread notifications: PostgreSQL echoes them back to
         #: the sender, whose watchers were already told locally on commit.
@@ -53,6 +54,10 @@ class Signals:
     def on_cancel(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(run_id)`` when a cancellation is requested."""
         self._cancel.append(callback)
+
+    def on_remote_thread(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(thread_id)`` when another process changed a thread."""
+        self._remote_thread.append(callback)
 
     async def start(self) -> None:
         """Listen for other processes' notifications (PostgreSQL only)."""
@@ -102,6 +107,8 @@ class Signals:
         except (ValueError, KeyError, TypeError, AttributeError):
             log.warning("ignoring malformed thread notification %r", payload)
             return
+        for callback in self._remote_thread:
+            callback(hint.thread_id)
         self.fire_thread(hint)
 
     # ---- notifications for write sets --------------------------------------
