@@ -163,21 +163,27 @@ class Reads:
         if after_seq < 0:
             v.add("after_seq", "must not be negative")
         v.raise_if_any()
-        channel = self.services.broker.channel(run_id)
+        broker = self.services.broker
+        channel = broker.channel(run_id)
         if channel is not None and channel.scope == scope and not channel.ended:
             # The run is executing in this process, in the caller's scope, and has
             # not ended: it exists and any cursor is in range, which is all the
             # read below would establish (one database read fewer per stream).
             return self._follow(scope, run_id, after_seq)
+        ended = broker.ended(run_id)
+        if ended is not None and ended.scope == scope:
+            # It ended here moments ago: it exists, and where its log ends is known
+            # (its events still come from the log, which a sweep may have compacted).
+            if after_seq > ended.last_seq:
+                raise _beyond_end(run_id, ended.last_seq, after_seq)
+            if after_seq == ended.last_seq:
+                return _nothing()  # the caller has seen the terminal event already
+            return self._follow(scope, run_id, after_seq)
         record = await self.services.store.get_run(scope, run_id)
         if record is None:
             raise NotFoundError("run", run_id)
         if after_seq > record.last_seq and record.status in TERMINAL_RUN_STATUSES:
-            raise FailedPrecondition(
-                f"run {run_id!r} ended at seq {record.last_seq}; "
-                f"after_seq {after_seq} is beyond it",
-                reason="SEQ_OUT_OF_RANGE",
-            )
+            raise _beyond_end(run_id, record.last_seq, after_seq)
         return self._follow(scope, run_id, after_seq)
 
     async def _follow(self, scope: str, run_id: str, cursor: int) -> AsyncIterator[EncodedRunEvent]:
@@ -275,6 +281,19 @@ class Reads:
                     last = current
         finally:
             hub.unsubscribe(sub)
+
+
+def _beyond_end(run_id: str, last_seq: int, after_seq: int) -> FailedPrecondition:
+    return FailedPrecondition(
+        f"run {run_id!r} ended at seq {last_seq}; after_seq {after_seq} is beyond it",
+        reason="SEQ_OUT_OF_RANGE",
+    )
+
+
+async def _nothing() -> AsyncIterator[EncodedRunEvent]:
+    """An empty stream of events."""
+    return
+    yield  # an async generator that ends at once
 
 
 def _changes(

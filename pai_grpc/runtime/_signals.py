@@ -91,6 +91,9 @@ class Signals:
 
     def fire_thread(self, hint: ThreadHint) -> None:
         """Wake local watchers of a thread."""
+        if "deleted" in hint.kinds:
+            # Its runs are gone: readers must not be answered from memory any more.
+            self._broker.forget_thread(hint.thread_id)
         self._threads.publish(hint)
 
     def _thread_note(self, payload: str) -> None:

@@ -70,7 +70,9 @@ class EventSink:
         self.lock = asyncio.Lock()
         #: An error from a background flush (e.g. LeaseLost); the execution re-raises it.
         self.failure: Exception | None = None
-        self.channel: RunChannel = self._broker.open(run_id, first_seq=first_seq, scope=scope)
+        self.channel: RunChannel = self._broker.open(
+            run_id, first_seq=first_seq, scope=scope, thread_id=thread_id
+        )
 
     @property
     def last_seq(self) -> int:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
+import time
+from collections import OrderedDict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -23,6 +24,20 @@ from dataclasses import dataclass
 CHANNEL_WINDOW_BYTES = 1 << 20
 #: Approximate per-event memory besides its body (the object, its bytes header, deque slot).
 EVENT_OVERHEAD_BYTES = 150
+#: How long a run that ended here is remembered (seconds), for at most this many runs.
+ENDED_SECONDS = 10.0
+ENDED_RUNS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class EndedRun:
+    """What a reader needs to know of a run that ended in this process moments ago."""
+
+    scope: str
+    thread_id: str | None
+    #: The sequence number of its terminal event (its log ends there, for good).
+    last_seq: int
+    ended_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +99,13 @@ class RunChannel:
         *,
         window_bytes: int = CHANNEL_WINDOW_BYTES,
         scope: str | None = None,
+        thread_id: str | None = None,
     ) -> None:
         self.run_id = run_id
         #: The scope the run belongs to (None: unknown, readers must ask the store).
         self.scope = scope
+        #: The run's thread (None: unknown).
+        self.thread_id = thread_id
         #: Whether the run's terminal event has been published.
         self.ended = False
         #: Sequence number of the oldest event kept in memory.
@@ -137,6 +155,11 @@ class RunChannel:
         """Whether memory holds every event after ``cursor``."""
         return cursor + 1 >= self.first_seq
 
+    @property
+    def last_seq(self) -> int:
+        """The sequence number of the newest event kept (``first_seq - 1`` when none)."""
+        return self._events[-1][0].seq if self._events else self.first_seq - 1
+
 
 class Broker:
     """Per-process registry of run channels and run wake-ups."""
@@ -147,11 +170,23 @@ class Broker:
         self._channels: dict[str, RunChannel] = {}
         self._signals: dict[str, _Signal] = {}
         self._waiters: dict[str, int] = {}
+        #: Runs that ended here, oldest first.
+        self._ended: OrderedDict[str, EndedRun] = OrderedDict()
 
-    def open(self, run_id: str, first_seq: int, *, scope: str | None = None) -> RunChannel:
+    def open(
+        self,
+        run_id: str,
+        first_seq: int,
+        *,
+        scope: str | None = None,
+        thread_id: str | None = None,
+    ) -> RunChannel:
         """Start a channel for an execution beginning at ``first_seq`` of a run in ``scope``."""
-        channel = RunChannel(run_id, first_seq, window_bytes=self.window_bytes, scope=scope)
+        channel = RunChannel(
+            run_id, first_seq, window_bytes=self.window_bytes, scope=scope, thread_id=thread_id
+        )
         self._channels[run_id] = channel
+        self._forget(run_id)
         self.notify(run_id)
         return channel
 
@@ -165,8 +200,34 @@ class Broker:
         channel.closed = True
         if self._channels.get(channel.run_id) is channel:
             del self._channels[channel.run_id]
+            if channel.ended and channel.scope is not None:
+                # A reader arriving just after the end (a short run often ends
+                # before its StreamRun arrives) needs no read of the run.
+                self._ended[channel.run_id] = EndedRun(
+                    channel.scope, channel.thread_id, channel.last_seq, time.monotonic()
+                )
+                self._expire()
         channel.signal.fire()
         self.notify(channel.run_id)
+
+    def ended(self, run_id: str) -> EndedRun | None:
+        """The run, if it ended in this process moments ago (its terminal event is durable)."""
+        self._expire()
+        return self._ended.get(run_id)
+
+    def forget_thread(self, thread_id: str) -> None:
+        """Forget the ended runs of a deleted thread (readers must find them gone)."""
+        for run_id in [r for r, e in self._ended.items() if e.thread_id == thread_id]:
+            del self._ended[run_id]
+
+    def _forget(self, run_id: str) -> None:
+        self._ended.pop(run_id, None)
+
+    def _expire(self) -> None:
+        oldest = time.monotonic() - ENDED_SECONDS
+        ended = self._ended
+        while ended and (len(ended) > ENDED_RUNS or next(iter(ended.values())).ended_at < oldest):
+            ended.popitem(last=False)
 
     def channel(self, run_id: str) -> RunChannel | None:
         """The live channel of a run executing in this process."""
