@@ -90,7 +90,7 @@ class Store:
 
     async def run_in_transaction(self, fn: Callable[[Connection], T]) -> T:
         """Run raw maintenance SQL in one write transaction (operators and tests)."""
-        return await self._engines.write(fn)
+        return await self._engines.write(fn, heavy=True)
 
     # ---- notifications -----------------------------------------------------
 
@@ -280,8 +280,9 @@ class Store:
         self, scope: str, thread_id: str, *, expected_version: int | None = None
     ) -> None:
         """Delete an idle thread and everything in it."""
+        # Heavy: a long thread's messages, events and runs all go in this transaction.
         await self._engines.write(
-            lambda c: self._sql.delete_thread(c, scope, thread_id, expected_version)
+            lambda c: self._sql.delete_thread(c, scope, thread_id, expected_version), heavy=True
         )
 
     # ---- retention ---------------------------------------------------------
@@ -381,7 +382,7 @@ class Store:
 
     async def _sweep_batch(self, fn: Callable[[Connection], T], rest: float) -> T:
         started = time.perf_counter()
-        result = await self._engines.write(fn)
+        result = await self._engines.write(fn, heavy=True)
         if rest > 0 and self.dialect == "sqlite":
             # SQLite serialises every write: between batches the writer is the service's.
             await asyncio.sleep((time.perf_counter() - started) * rest)

@@ -20,7 +20,7 @@ def _pragmas(conn: Connection) -> dict[str, object]:
 
 
 async def test_every_connection_has_a_bounded_page_cache(tmp_path: Path) -> None:
-    """Reads inline, on the reader threads and on the writer: each cache is capped.
+    """Reads and writes inline, reads on the reader threads, writes on the writer: each cache is capped.
 
     A serving process holds about ten connections; at SQLite's default cache
     their growth kept the process's memory from flattening under load.
@@ -31,6 +31,7 @@ async def test_every_connection_has_a_bounded_page_cache(tmp_path: Path) -> None
             await store.engines.read(_pragmas),
             await store.engines.read(_pragmas, heavy=True),
             await store.engines.write(_pragmas),
+            await store.engines.write(_pragmas, heavy=True),
         ]
     finally:
         await store.close()

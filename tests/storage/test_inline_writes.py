@@ -1,0 +1,142 @@
+"""SQLite writes: small ones inline on the event loop, which never waits for a lock or the disk."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import sys
+import threading
+from asyncio.subprocess import PIPE
+from pathlib import Path
+
+from sqlalchemy import Connection
+
+from pai_grpc.testing import migrated_store
+from storage import Store
+from storage._engine import SQLITE_BUSY_TIMEOUT_MS
+from tests.storage.helpers import make_thread, start_run
+
+#: Another process that takes SQLite's write lock and holds it until told to let go.
+_HOLDER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+sys.stdin.readline()
+conn.execute("COMMIT")
+"""
+
+
+def _thread_id(_conn: Connection) -> int:
+    return threading.get_ident()
+
+
+async def test_a_small_write_runs_on_the_loop_and_a_heavy_one_on_the_writer_thread(
+    tmp_path: Path,
+) -> None:
+    """A commit costs no thread hop; sweeps and maintenance SQL never stall the loop."""
+    store = await migrated_store(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    try:
+        assert await store.engines.write(_thread_id) == threading.get_ident()
+        assert await store.engines.write(_thread_id, heavy=True) != threading.get_ident()
+        assert await store.run_in_transaction(_thread_id) != threading.get_ident()
+    finally:
+        await store.close()
+
+
+async def test_a_write_that_finds_the_database_locked_waits_off_the_loop(tmp_path: Path) -> None:
+    """Another process holds the write lock: the commit waits for it, the loop keeps serving.
+
+    The loop's write connection has no busy timeout, so the refused write
+    moves to the writer thread (which waits); an inline wait would freeze
+    every call the process serves until the lock is released.
+    """
+    path = tmp_path / "db.sqlite"
+    store = await migrated_store(f"sqlite:///{path}")
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _HOLDER, str(path), stdin=PIPE, stdout=PIPE
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdin is not None
+        assert (await holder.stdout.readline()).strip() == b"locked"
+        commit = asyncio.create_task(make_thread(store))
+        # An inline wait would hold the loop for the whole busy timeout (ten
+        # seconds): here the loop runs on and the commit waits its turn.
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await asyncio.sleep(0.2)
+        assert loop.time() - started < SQLITE_BUSY_TIMEOUT_MS / 2000
+        assert not commit.done()
+        holder.stdin.write(b"go\n")
+        await holder.stdin.drain()
+        thread_id = await asyncio.wait_for(commit, 10)
+        assert await asyncio.wait_for(holder.wait(), 10) == 0
+        # The write landed, and the next ones run inline again, on a fresh connection.
+        run_id = await start_run(store, thread_id)
+        assert (await store.get_run("tenant-a", run_id)) is not None
+        assert await store.engines.write(_thread_id) == threading.get_ident()
+    finally:
+        if holder.returncode is None:
+            holder.kill()
+            await holder.wait()
+        await store.close()
+
+
+async def _fill(store: Store, commits: int) -> None:
+    """Commit ``commits`` small write sets inline, yielding to the loop between them."""
+    await store.run_in_transaction(
+        lambda c: c.exec_driver_sql("CREATE TABLE IF NOT EXISTS filler (body BLOB)")
+    )
+    for _ in range(commits):
+        await store.engines.write(
+            lambda c: c.exec_driver_sql("INSERT INTO filler VALUES (randomblob(8000))")
+        )
+        await asyncio.sleep(0)
+
+
+def _wal(path: Path) -> tuple[int, int]:
+    """Frames in the WAL now (a PASSIVE checkpoint from another connection reports
+    them), and the WAL file's size in bytes."""
+    conn = sqlite3.connect(path)
+    try:
+        _busy, frames, _copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    finally:
+        conn.close()
+    return int(frames), Path(f"{path}-wal").stat().st_size
+
+
+async def test_inline_commits_checkpoint_the_wal_on_the_writer_thread(tmp_path: Path) -> None:
+    """The writer thread checkpoints every few inline commits, so the WAL is reused, not grown.
+
+    400 commits of 8 KB write over 1,000 WAL frames; with a checkpoint every
+    eight commits the WAL restarts from its beginning again and again.
+    """
+    path = tmp_path / "db.sqlite"
+    store = await migrated_store(f"sqlite:///{path}")
+    try:
+        store.engines.checkpoint_every = 8
+        await _fill(store, 400)
+        frames, size = _wal(path)
+        assert frames < 200
+        assert size < 1_000_000
+        count = await store.engines.read(
+            lambda c: c.exec_driver_sql("SELECT count(*) FROM filler").scalar_one()
+        )
+        assert count == 400
+    finally:
+        await store.close()
+
+
+async def test_the_loop_connection_never_checkpoints_by_itself(tmp_path: Path) -> None:
+    """Left alone, the loop's commits keep every frame in the WAL: they never write the
+    database file or sync it (SQLite's own checkpoint would, every 1,000 frames)."""
+    path = tmp_path / "db.sqlite"
+    store = await migrated_store(f"sqlite:///{path}")
+    try:
+        store.engines.checkpoint_every = 1_000_000
+        await _fill(store, 400)
+        frames, _size = _wal(path)
+        assert frames > 1_000
+    finally:
+        await store.close()
