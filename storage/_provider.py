@@ -68,6 +68,10 @@ class Store:
         #: Called with each write set this store committed and its result, right
         #: after the commit (e.g. a cache of thread contexts extends itself).
         self.commit_listeners: list[Callable[[WriteSet, CommitResult], None]] = []
+        #: Called after this store ran work that may have rewritten event logs
+        #: (a sweep that compacted runs, operators' maintenance SQL): copies of
+        #: recent runs' events kept in memory may no longer be their logs.
+        self.log_rewrite_listeners: list[Callable[[], None]] = []
 
     @classmethod
     def open(cls, url: str, *, pool_size: int = 10, schema: str | None = None) -> Store:
@@ -90,7 +94,14 @@ class Store:
 
     async def run_in_transaction(self, fn: Callable[[Connection], T]) -> T:
         """Run raw maintenance SQL in one write transaction (operators and tests)."""
-        return await self._engines.write(fn, heavy=True)
+        try:
+            return await self._engines.write(fn, heavy=True)
+        finally:
+            self._logs_rewritten()  # it may have changed anything
+
+    def _logs_rewritten(self) -> None:
+        for listener in self.log_rewrite_listeners:
+            listener()
 
     # ---- notifications -----------------------------------------------------
 
@@ -350,6 +361,8 @@ class Store:
                     report.batches += 1
                     report.compacted_runs += runs_
                     report.removed_events += events
+                    if runs_:
+                        self._logs_rewritten()
                     if runs_ == 0:
                         break
             if policy.idempotency_ttl is not None:

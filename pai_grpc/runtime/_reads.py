@@ -25,7 +25,7 @@ from pai_grpc.runtime._records import (
 )
 from pai_grpc.runtime._services import Services
 from pai_grpc.runtime._validate import Violations, check_id, page_size
-from pai_grpc.streams import EncodedRunEvent, ThreadHint
+from pai_grpc.streams import EncodedRunEvent, EndedRun, ThreadHint
 from storage import InvalidPageToken, MessageRecord, ThreadRecord
 from storage import NotFound as StorageNotFound
 
@@ -172,12 +172,14 @@ class Reads:
             return self._follow(scope, run_id, after_seq)
         ended = broker.ended(run_id)
         if ended is not None and ended.scope == scope:
-            # It ended here moments ago: it exists, and where its log ends is known
-            # (its events still come from the log, which a sweep may have compacted).
+            # It ended here moments ago: it exists, and where its log ends is known;
+            # while memory still holds its events, they are its log.
             if after_seq > ended.last_seq:
                 raise _beyond_end(run_id, ended.last_seq, after_seq)
             if after_seq == ended.last_seq:
                 return _nothing()  # the caller has seen the terminal event already
+            if ended.replays(after_seq):
+                return _replay(ended, after_seq)
             return self._follow(scope, run_id, after_seq)
         record = await self.services.store.get_run(scope, run_id)
         if record is None:
@@ -199,6 +201,13 @@ class Reads:
                     if event.terminal:
                         return
             else:
+                ended = broker.ended(run_id) if channel is None else None
+                if ended is not None and ended.replays(cursor):
+                    # Its execution ended here between two looks at the channel:
+                    # the rest is in memory still.
+                    for event in ended.since(cursor):
+                        yield event
+                    return
                 for rec in await store.read_events(scope, run_id, after_seq=cursor):
                     event = encoded_from_record(rec)
                     yield event
@@ -288,6 +297,12 @@ def _beyond_end(run_id: str, last_seq: int, after_seq: int) -> FailedPreconditio
         f"run {run_id!r} ended at seq {last_seq}; after_seq {after_seq} is beyond it",
         reason="SEQ_OUT_OF_RANGE",
     )
+
+
+async def _replay(ended: EndedRun, cursor: int) -> AsyncIterator[EncodedRunEvent]:
+    """The events after ``cursor`` of a run that just ended here, from memory."""
+    for event in ended.since(cursor):
+        yield event
 
 
 async def _nothing() -> AsyncIterator[EncodedRunEvent]:

@@ -70,6 +70,10 @@ class Services:
         # What this process commits extends its cached contexts without a read;
         # another process's change to a thread ends the freshness of a primed head.
         store.commit_listeners.append(contexts.committed)
+        # A run's events replayed from memory must be its log: a sweep here
+        # that compacted logs, or maintenance SQL, ends that (a sweep elsewhere
+        # cannot compact a run this young, see bound_memory).
+        store.log_rewrite_listeners.append(broker.drop_ended_events)
         signals = Signals(store, broker, threads)
         signals.on_remote_thread(contexts.changed)
         return cls(
@@ -89,10 +93,26 @@ class Services:
         """The metric instruments of :attr:`telemetry`."""
         return metrics_for(self.telemetry)
 
-    def bound_memory(self, *, run_event_buffer_bytes: int, context_cache_bytes: int) -> None:
-        """Set the memory budgets: live events per executing run, and the context cache."""
+    def bound_memory(
+        self,
+        *,
+        run_event_buffer_bytes: int,
+        context_cache_bytes: int,
+        events_after_terminal: float | None = None,
+    ) -> None:
+        """Set the memory budgets: live events per executing run, and the context cache.
+
+        ``events_after_terminal``: seconds after which retention compacts an
+        ended run's log (None: never). A run that ended here replays its
+        events from memory for at most half of that, so a reader never gets
+        deltas its log no longer holds.
+        """
         self.broker.window_bytes = run_event_buffer_bytes
         self.contexts.max_bytes = context_cache_bytes
+        if events_after_terminal is not None:
+            self.broker.ended_events_seconds = min(
+                self.broker.ended_events_seconds, events_after_terminal / 2
+            )
 
     async def commit(
         self,

@@ -160,6 +160,7 @@ class App:
         self.runtime.services.bound_memory(
             run_event_buffer_bytes=settings.run_event_buffer_bytes,
             context_cache_bytes=settings.context_cache_bytes,
+            events_after_terminal=settings.file.retention.events_after_terminal,
         )
         self.runtime.services.quotas = ScopeQuotas(
             max_active_runs=settings.max_active_runs_per_scope,
@@ -370,6 +371,7 @@ class RunnerProcess:
         self.runtime.services.bound_memory(
             run_event_buffer_bytes=settings.run_event_buffer_bytes,
             context_cache_bytes=settings.context_cache_bytes,
+            events_after_terminal=settings.file.retention.events_after_terminal,
         )
         self.runner = Runner(
             self.runtime.services,

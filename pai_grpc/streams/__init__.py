@@ -4,6 +4,7 @@ from pai_grpc.streams._broker import (
     CHANNEL_WINDOW_BYTES,
     Broker,
     EncodedRunEvent,
+    EndedRun,
     RunChannel,
     event_size,
 )
@@ -13,6 +14,7 @@ __all__ = [
     "CHANNEL_WINDOW_BYTES",
     "Broker",
     "EncodedRunEvent",
+    "EndedRun",
     "RunChannel",
     "ThreadHint",
     "ThreadHub",

@@ -17,7 +17,7 @@ import contextlib
 import time
 from collections import OrderedDict, deque
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 #: Bytes of events kept in memory per executing run (default); older ones are
 #: read from the log. Events not yet durable are always kept.
@@ -27,6 +27,13 @@ EVENT_OVERHEAD_BYTES = 150
 #: How long a run that ended here is remembered (seconds), for at most this many runs.
 ENDED_SECONDS = 10.0
 ENDED_RUNS = 10_000
+#: A run that ended here keeps its events in memory for this long (seconds)
+#: if they take at most ENDED_EVENTS_RUN_BYTES, within ENDED_EVENTS_TOTAL_BYTES
+#: for all such runs together (oldest dropped first): the StreamRun of a short
+#: run usually arrives moments after its end, and replays them without a read.
+ENDED_EVENTS_SECONDS = 1.0
+ENDED_EVENTS_RUN_BYTES = 64 << 10
+ENDED_EVENTS_TOTAL_BYTES = 4 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +45,20 @@ class EndedRun:
     #: The sequence number of its terminal event (its log ends there, for good).
     last_seq: int
     ended_at: float
+    #: Its last execution's events from ``first_seq`` on, as its log holds them
+    #: (empty when they were not kept, or no longer are).
+    events: tuple[EncodedRunEvent, ...] = ()
+    first_seq: int = 0
+    #: Approximate memory of ``events``.
+    size: int = 0
+
+    def replays(self, cursor: int) -> bool:
+        """Whether :attr:`events` hold every event after ``cursor``."""
+        return bool(self.events) and cursor + 1 >= self.first_seq
+
+    def since(self, cursor: int) -> Iterator[EncodedRunEvent]:
+        """Kept events with a sequence number above ``cursor``."""
+        return (event for event in self.events if event.seq > cursor)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +172,10 @@ class RunChannel:
             if event.seq > seq:
                 yield event
 
+    def kept(self) -> tuple[EncodedRunEvent, ...]:
+        """Every event kept in memory, oldest first."""
+        return tuple(event for event, _ in self._events)
+
     def covers(self, cursor: int) -> bool:
         """Whether memory holds every event after ``cursor``."""
         return cursor + 1 >= self.first_seq
@@ -167,11 +192,17 @@ class Broker:
     def __init__(self, *, window_bytes: int = CHANNEL_WINDOW_BYTES) -> None:
         #: Bytes of events each executing run keeps in memory.
         self.window_bytes = window_bytes
+        #: How long a run that ended here keeps its events in memory (seconds; 0:
+        #: not at all). Retention must not have compacted its log meanwhile:
+        #: the service keeps them for less than ``[retention] events_after_terminal``.
+        self.ended_events_seconds = ENDED_EVENTS_SECONDS
         self._channels: dict[str, RunChannel] = {}
         self._signals: dict[str, _Signal] = {}
         self._waiters: dict[str, int] = {}
         #: Runs that ended here, oldest first.
         self._ended: OrderedDict[str, EndedRun] = OrderedDict()
+        #: Bytes of the events the ended runs keep.
+        self._ended_bytes = 0
 
     def open(
         self,
@@ -202,10 +233,21 @@ class Broker:
             del self._channels[channel.run_id]
             if channel.ended and channel.scope is not None:
                 # A reader arriving just after the end (a short run often ends
-                # before its StreamRun arrives) needs no read of the run.
-                self._ended[channel.run_id] = EndedRun(
-                    channel.scope, channel.thread_id, channel.last_seq, time.monotonic()
+                # before its StreamRun arrives) needs no read of the run, and
+                # of its log only what memory no longer holds. Every event is
+                # durable by now (the terminal one is published after its commit).
+                kept = 0 < channel.size <= ENDED_EVENTS_RUN_BYTES and self.ended_events_seconds > 0
+                ended = EndedRun(
+                    channel.scope,
+                    channel.thread_id,
+                    channel.last_seq,
+                    time.monotonic(),
+                    channel.kept() if kept else (),
+                    channel.first_seq,
+                    channel.size if kept else 0,
                 )
+                self._ended[channel.run_id] = ended
+                self._ended_bytes += ended.size
                 self._expire()
         channel.signal.fire()
         self.notify(channel.run_id)
@@ -215,19 +257,41 @@ class Broker:
         self._expire()
         return self._ended.get(run_id)
 
+    def drop_ended_events(self) -> None:
+        """Let go of every ended run's events (logs were rewritten: memory may differ)."""
+        for run_id, run in self._ended.items():
+            if run.size:
+                self._ended[run_id] = replace(run, events=(), size=0)
+        self._ended_bytes = 0
+
     def forget_thread(self, thread_id: str) -> None:
         """Forget the ended runs of a deleted thread (readers must find them gone)."""
         for run_id in [r for r, e in self._ended.items() if e.thread_id == thread_id]:
-            del self._ended[run_id]
+            self._forget(run_id)
 
     def _forget(self, run_id: str) -> None:
-        self._ended.pop(run_id, None)
+        ended = self._ended.pop(run_id, None)
+        if ended is not None:
+            self._ended_bytes -= ended.size
 
     def _expire(self) -> None:
-        oldest = time.monotonic() - ENDED_SECONDS
+        now = time.monotonic()
+        oldest = now - ENDED_SECONDS
         ended = self._ended
         while ended and (len(ended) > ENDED_RUNS or next(iter(ended.values())).ended_at < oldest):
-            ended.popitem(last=False)
+            _, gone = ended.popitem(last=False)
+            self._ended_bytes -= gone.size
+        if not self._ended_bytes:
+            return
+        # Events go before the rest of what is remembered: oldest first, once
+        # their time is up or while all of them take more than their budget.
+        stale = now - self.ended_events_seconds
+        for run_id, run in ended.items():
+            if self._ended_bytes <= ENDED_EVENTS_TOTAL_BYTES and run.ended_at >= stale:
+                break
+            if run.size:
+                ended[run_id] = replace(run, events=(), size=0)
+                self._ended_bytes -= run.size
 
     def channel(self, run_id: str) -> RunChannel | None:
         """The live channel of a run executing in this process."""

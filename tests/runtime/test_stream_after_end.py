@@ -1,8 +1,9 @@
-"""A StreamRun arriving just after its run ended in this process skips the run read.
+"""A StreamRun arriving just after its run ended in this process reads nothing.
 
 Short runs often end before their StreamRun arrives. The process remembers
 for a moment that the run ended, in which scope and at which seq, so the
-stream reads only the log; the answers are those of the database path.
+stream needs no read of the run; and for a second its events, so it needs no
+read of the log either. The answers are those of the database path.
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ import pytest
 
 from pai.v1 import run_service_pb2, runs_pb2
 from pai.v1 import thread_service_pb2 as tpb
+from pai_grpc._config_retention import RetentionTable
+from pai_grpc.config import ConfigFile
 from pai_grpc.errors import NotFoundError
+from pai_grpc.streams import Broker, EncodedRunEvent
+from pai_grpc.streams._broker import ENDED_EVENTS_RUN_BYTES, ENDED_EVENTS_TOTAL_BYTES
 from pai_grpc.testing import serve_in_process
 from tests.runtime.support import collect, new_thread, rpc_error, send, wait_run
 
@@ -32,7 +37,20 @@ def _count_get_run(monkeypatch: pytest.MonkeyPatch, store: Any) -> list[str]:
     return asked
 
 
-async def test_a_stream_of_a_run_that_just_ended_here_reads_only_its_log(
+def _count_log_reads(monkeypatch: pytest.MonkeyPatch, store: Any) -> list[int]:
+    """Record the cursor of each read of a run's log (the read still happens)."""
+    reads: list[int] = []
+    real = store.read_events
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        reads.append(kwargs.get("after_seq", 0))
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(store, "read_events", counted)
+    return reads
+
+
+async def test_a_stream_of_a_run_that_just_ended_here_reads_nothing(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with serve_in_process(database_url) as srv:
@@ -40,8 +58,10 @@ async def test_a_stream_of_a_run_that_just_ended_here_reads_only_its_log(
         run_id = (await send(srv, thread_id, "hello there")).run_id
         assert (await wait_run(srv, run_id)).status == runs_pb2.RUN_STATUS_COMPLETED
         asked = _count_get_run(monkeypatch, srv.app.store)
+        reads = _count_log_reads(monkeypatch, srv.app.store)
         events = await collect(srv, run_id)
         assert asked == []
+        assert reads == []
         assert events[-1].status.status == runs_pb2.RUN_STATUS_COMPLETED
         assert [e.seq for e in events] == sorted({e.seq for e in events})
         last = events[-1].seq
@@ -55,6 +75,56 @@ async def test_a_stream_of_a_run_that_just_ended_here_reads_only_its_log(
         assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "beyond" in (error.details() or "")
         assert asked == []
+        assert reads == []
+        # The log says the same.
+        srv.app.runtime.services.broker.drop_ended_events()
+        assert await collect(srv, run_id) == events
+        assert reads == [0]
+
+
+async def test_a_run_whose_log_is_compacted_at_once_is_always_read_from_its_log(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``events_after_terminal = 0`` the next sweep may compact any ended run: no copies."""
+    retention = ConfigFile(retention=RetentionTable(events_after_terminal=0, sweep_interval=0))
+    async with serve_in_process(sqlite_url, file=retention) as srv:
+        assert srv.app.runtime.services.broker.ended_events_seconds == 0
+        thread_id = await new_thread(srv)
+        run_id = (await send(srv, thread_id, "hello there")).run_id
+        await wait_run(srv, run_id)
+        reads = _count_log_reads(monkeypatch, srv.app.store)
+        events = await collect(srv, run_id)
+        assert events[-1].status.status == runs_pb2.RUN_STATUS_COMPLETED
+        assert reads == [0]
+
+
+def _run(broker: Broker, run_id: str, body_bytes: int, events: int = 2) -> None:
+    """Execute a run through a channel of ``broker``: ``events`` events, the last terminal."""
+    channel = broker.open(run_id, 1, scope="s", thread_id="thr")
+    for seq in range(1, events + 1):
+        body = bytes(body_bytes // events)
+        channel.publish(EncodedRunEvent(seq, body, terminal=seq == events))
+        channel.mark_durable(seq)
+    broker.close(channel)
+
+
+def test_ended_runs_keep_their_events_within_a_budget() -> None:
+    """A big run keeps none; all runs together keep the newest within the total budget."""
+    broker = Broker()
+    _run(broker, "run_big", ENDED_EVENTS_RUN_BYTES + 1)
+    big = broker.ended("run_big")
+    assert big is not None
+    assert big.events == ()
+    assert not big.replays(0)  # its stream reads the log
+    each = ENDED_EVENTS_RUN_BYTES // 2
+    runs = [f"run_{i}" for i in range(2 * ENDED_EVENTS_TOTAL_BYTES // each)]
+    for run_id in runs:
+        _run(broker, run_id, each)
+    kept = [r for r in runs if broker.ended(r).replays(0)]  # type: ignore[union-attr]
+    assert kept == runs[-len(kept) :]  # the newest
+    assert 0 < len(kept) * each <= ENDED_EVENTS_TOTAL_BYTES
+    # Every run is still known to have ended (no read of the run), kept events or not.
+    assert all(broker.ended(r) is not None for r in runs)
 
 
 async def test_a_run_of_a_deleted_thread_is_not_found_even_just_after_it_ended(
