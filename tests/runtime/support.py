@@ -10,6 +10,7 @@ import grpc
 from pai.v1 import parts_pb2, run_service_pb2, runs_pb2
 from pai.v1 import thread_service_pb2 as tpb
 from pai_grpc.lifecycle import AfterStepInput, AgentLifecycle, PrepareModelStepInput
+from pai_grpc.models import ModelCall
 from pai_grpc.testing import InProcessServer
 
 TERMINAL = {
@@ -21,6 +22,31 @@ TERMINAL = {
 
 def text(s: str) -> parts_pb2.MessagePart:
     return parts_pb2.MessagePart(text=parts_pb2.TextPart(text=s))
+
+
+def call_texts(call: ModelCall) -> list[str]:
+    """The text of each message a model call was given, in order."""
+    out = []
+    for message in call.messages:
+        content = getattr(message, "content", "")
+        if isinstance(content, str):
+            out.append(content)
+        else:
+            out.append("".join(getattr(p, "text", "") for p in content))
+    return out
+
+
+def count_log_reads(monkeypatch: Any, store: Any) -> list[int]:
+    """Record the cursor of each read of a run's log from ``store`` (the read still happens)."""
+    reads: list[int] = []
+    real = store.read_events
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        reads.append(kwargs.get("after_seq", 0))
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(store, "read_events", counted)
+    return reads
 
 
 async def new_thread(srv: InProcessServer, **kw: Any) -> str:

@@ -8,12 +8,12 @@ import tracemalloc
 from typing import Any
 
 from pai.v1 import runs_pb2
-from pai_grpc.models import ModelCall, ScriptedModel
+from pai_grpc.models import ScriptedModel
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.runtime._context_cache import ContextCache
 from pai_grpc.server import DEV_SCOPE
 from pai_grpc.testing import serve_in_process
-from tests.runtime.support import collect, new_thread, send, wait_run
+from tests.runtime.support import call_texts, collect, new_thread, send, wait_run
 
 WINDOW = 4096
 
@@ -70,17 +70,6 @@ async def test_live_events_are_bounded_by_bytes_and_late_readers_get_every_event
         assert [_payload(e) for e in await late] == expected
 
 
-def _texts(call: ModelCall) -> list[str]:
-    out = []
-    for message in call.messages:
-        content = getattr(message, "content", "")
-        if isinstance(content, str):
-            out.append(content)
-        else:
-            out.append("".join(getattr(p, "text", "") for p in content))
-    return out
-
-
 async def test_the_context_cache_evicts_by_bytes_and_serves_correct_contexts(
     database_url: str,
 ) -> None:
@@ -102,7 +91,7 @@ async def test_the_context_cache_evicts_by_bytes_and_serves_correct_contexts(
                 expected: list[str] = []
                 for said in sent[thread_id]:
                     expected += [said, "ok"]
-                assert _texts(model.calls[-1]) == expected[:-1]
+                assert call_texts(model.calls[-1]) == expected[:-1]
                 assert cache.size <= budget
         # Three threads of ~4 x 2 x 4 KB each do not fit: some were evicted.
         assert len(cache) < len(threads)

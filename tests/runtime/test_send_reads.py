@@ -20,25 +20,14 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from pai.v1 import runs_pb2
 from pai_grpc.domain import new_id
-from pai_grpc.models import ModelCall, ScriptedModel
+from pai_grpc.models import ScriptedModel
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.runtime._context_cache import ContextCache
 from pai_grpc.server import DEV_SCOPE
 from pai_grpc.telemetry import Telemetry
 from pai_grpc.testing import serve_in_process
 from storage import CommitResult, NewMessage, NewThread, Store, WriteSet
-from tests.runtime.support import new_thread, rpc_error, send, wait_run
-
-
-def _texts(call: ModelCall) -> list[str]:
-    out = []
-    for message in call.messages:
-        content = getattr(message, "content", "")
-        if isinstance(content, str):
-            out.append(content)
-        else:
-            out.append("".join(getattr(p, "text", "") for p in content))
-    return out
+from tests.runtime.support import call_texts, new_thread, rpc_error, send, wait_run
 
 
 def _count_calls(monkeypatch: pytest.MonkeyPatch, store: Store, *names: str) -> dict[str, int]:
@@ -78,11 +67,11 @@ async def test_a_send_to_an_idle_thread_and_its_run_read_nothing(
         assert second.run_id in finished
         assert reads == {"get_thread": 0, "context": 0, "get_messages": 0}
         # The context came from the cache and is exactly the thread's history.
-        assert _texts(model.calls[-1]) == ["one", "ok", "two"]
+        assert call_texts(model.calls[-1]) == ["one", "ok", "two"]
         # A third Send on a thread that a stale cache entry would misread.
         third = await send(srv, thread_id, "three")
         assert (await wait_run(srv, third.run_id)).status == runs_pb2.RUN_STATUS_COMPLETED
-        assert _texts(model.calls[-1]) == ["one", "ok", "two", "ok", "three"]
+        assert call_texts(model.calls[-1]) == ["one", "ok", "two", "ok", "three"]
 
 
 async def test_a_send_to_a_busy_thread_queues_and_is_not_a_storage_conflict(

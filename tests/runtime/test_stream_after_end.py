@@ -21,7 +21,14 @@ from pai_grpc.errors import NotFoundError
 from pai_grpc.streams import Broker, EncodedRunEvent
 from pai_grpc.streams._broker import ENDED_EVENTS_RUN_BYTES, ENDED_EVENTS_TOTAL_BYTES
 from pai_grpc.testing import serve_in_process
-from tests.runtime.support import collect, new_thread, rpc_error, send, wait_run
+from tests.runtime.support import (
+    collect,
+    count_log_reads,
+    new_thread,
+    rpc_error,
+    send,
+    wait_run,
+)
 
 
 def _count_get_run(monkeypatch: pytest.MonkeyPatch, store: Any) -> list[str]:
@@ -37,19 +44,6 @@ def _count_get_run(monkeypatch: pytest.MonkeyPatch, store: Any) -> list[str]:
     return asked
 
 
-def _count_log_reads(monkeypatch: pytest.MonkeyPatch, store: Any) -> list[int]:
-    """Record the cursor of each read of a run's log (the read still happens)."""
-    reads: list[int] = []
-    real = store.read_events
-
-    async def counted(*args: Any, **kwargs: Any) -> Any:
-        reads.append(kwargs.get("after_seq", 0))
-        return await real(*args, **kwargs)
-
-    monkeypatch.setattr(store, "read_events", counted)
-    return reads
-
-
 async def test_a_stream_of_a_run_that_just_ended_here_reads_nothing(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -58,7 +52,7 @@ async def test_a_stream_of_a_run_that_just_ended_here_reads_nothing(
         run_id = (await send(srv, thread_id, "hello there")).run_id
         assert (await wait_run(srv, run_id)).status == runs_pb2.RUN_STATUS_COMPLETED
         asked = _count_get_run(monkeypatch, srv.app.store)
-        reads = _count_log_reads(monkeypatch, srv.app.store)
+        reads = count_log_reads(monkeypatch, srv.app.store)
         events = await collect(srv, run_id)
         assert asked == []
         assert reads == []
@@ -92,7 +86,7 @@ async def test_a_run_whose_log_is_compacted_at_once_is_always_read_from_its_log(
         thread_id = await new_thread(srv)
         run_id = (await send(srv, thread_id, "hello there")).run_id
         await wait_run(srv, run_id)
-        reads = _count_log_reads(monkeypatch, srv.app.store)
+        reads = count_log_reads(monkeypatch, srv.app.store)
         events = await collect(srv, run_id)
         assert events[-1].status.status == runs_pb2.RUN_STATUS_COMPLETED
         assert reads == [0]

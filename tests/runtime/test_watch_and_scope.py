@@ -15,7 +15,15 @@ from pai_grpc.models import ScriptedModel
 from pai_grpc.testing import serve_in_process
 from storage import ThreadPatch, WriteSet
 from tests.conftest import rich_status
-from tests.runtime.support import new_thread, rpc_error, send, text, transcript, wait_run
+from tests.runtime.support import (
+    count_log_reads,
+    new_thread,
+    rpc_error,
+    send,
+    text,
+    transcript,
+    wait_run,
+)
 
 
 class Watcher:
@@ -305,15 +313,7 @@ async def test_a_stream_of_a_run_executing_here_never_reads_the_log(
     from pai_grpc.models import OfflineModel
 
     async with serve_in_process(database_url, model=OfflineModel(chunk_delay=0.02)) as srv:
-        store = srv.app.runtime.services.store
-        reads: list[int] = []
-        read_events = store.read_events
-
-        async def counted(*args: Any, **kwargs: Any) -> Any:
-            reads.append(kwargs.get("after_seq", 0))
-            return await read_events(*args, **kwargs)
-
-        monkeypatch.setattr(store, "read_events", counted)
+        reads = count_log_reads(monkeypatch, srv.app.runtime.services.store)
         thread_id = await new_thread(srv)
         handle = await send(srv, thread_id, "hello there")
         for _ in range(500):

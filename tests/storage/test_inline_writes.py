@@ -106,37 +106,37 @@ def _wal(path: Path) -> tuple[int, int]:
     return int(frames), Path(f"{path}-wal").stat().st_size
 
 
+async def _filled(tmp_path: Path, checkpoint_every: int) -> tuple[int, int, int]:
+    """Frames in the WAL, its size and the rows, after 400 inline commits of 8 KB."""
+    path = tmp_path / "db.sqlite"
+    store = await migrated_store(f"sqlite:///{path}")
+    try:
+        store.engines.checkpoint_every = checkpoint_every
+        await _fill(store, 400)
+        frames, size = _wal(path)
+        rows = await store.engines.read(
+            lambda c: c.exec_driver_sql("SELECT count(*) FROM filler").scalar_one()
+        )
+    finally:
+        await store.close()
+    return frames, size, rows
+
+
 async def test_inline_commits_checkpoint_the_wal_on_the_writer_thread(tmp_path: Path) -> None:
     """The writer thread checkpoints every few inline commits, so the WAL is reused, not grown.
 
     400 commits of 8 KB write over 1,000 WAL frames; with a checkpoint every
     eight commits the WAL restarts from its beginning again and again.
     """
-    path = tmp_path / "db.sqlite"
-    store = await migrated_store(f"sqlite:///{path}")
-    try:
-        store.engines.checkpoint_every = 8
-        await _fill(store, 400)
-        frames, size = _wal(path)
-        assert frames < 200
-        assert size < 1_000_000
-        count = await store.engines.read(
-            lambda c: c.exec_driver_sql("SELECT count(*) FROM filler").scalar_one()
-        )
-        assert count == 400
-    finally:
-        await store.close()
+    frames, size, rows = await _filled(tmp_path, checkpoint_every=8)
+    assert frames < 200
+    assert size < 1_000_000
+    assert rows == 400
 
 
 async def test_the_loop_connection_never_checkpoints_by_itself(tmp_path: Path) -> None:
     """Left alone, the loop's commits keep every frame in the WAL: they never write the
     database file or sync it (SQLite's own checkpoint would, every 1,000 frames)."""
-    path = tmp_path / "db.sqlite"
-    store = await migrated_store(f"sqlite:///{path}")
-    try:
-        store.engines.checkpoint_every = 1_000_000
-        await _fill(store, 400)
-        frames, _size = _wal(path)
-        assert frames > 1_000
-    finally:
-        await store.close()
+    frames, _size, rows = await _filled(tmp_path, checkpoint_every=1_000_000)
+    assert frames > 1_000
+    assert rows == 400
