@@ -56,6 +56,8 @@ SQLITE_CACHE_KIB = 512
 #: Inline commits between two WAL checkpoints (the loop's write connection
 #: never checkpoints itself: a checkpoint writes the database file and syncs it).
 SQLITE_CHECKPOINT_EVERY = 256
+#: How long a checkpoint waits for other connections' readers and writers (ms).
+SQLITE_CHECKPOINT_WAIT_MS = 100
 
 T = TypeVar("T")
 
@@ -281,7 +283,14 @@ class Engines:
         # meanwhile: the loop's writes queue behind it on this thread.
         raw = self._connection(self._sync_write).connection.dbapi_connection
         assert raw is not None
-        raw.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+        # It waits for readers and writers of other processes too: briefly, since
+        # this process's writes wait behind it. A checkpoint cut short leaves the
+        # WAL to grow until the next one.
+        raw.execute(f"PRAGMA busy_timeout={SQLITE_CHECKPOINT_WAIT_MS}")
+        try:
+            raw.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+        finally:
+            raw.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
 
     def _checkpointed(self, future: asyncio.Future[None]) -> None:
         self._checkpointing = False

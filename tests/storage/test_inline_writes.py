@@ -26,6 +26,17 @@ sys.stdin.readline()
 conn.execute("COMMIT")
 """
 
+#: Another process that reads in one transaction and keeps it open until told to end it.
+_READER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN")
+conn.execute("SELECT count(*) FROM threads").fetchall()
+print("reading", flush=True)
+sys.stdin.readline()
+conn.execute("COMMIT")
+"""
+
 
 def _thread_id(_conn: Connection) -> int:
     return threading.get_ident()
@@ -140,3 +151,34 @@ async def test_the_loop_connection_never_checkpoints_by_itself(tmp_path: Path) -
     frames, _size, rows = await _filled(tmp_path, checkpoint_every=1_000_000)
     assert frames > 1_000
     assert rows == 400
+
+
+async def test_a_reader_elsewhere_holds_up_a_checkpoint_only_briefly(tmp_path: Path) -> None:
+    """A checkpoint waits for other processes' readers for a moment, not the busy timeout.
+
+    The loop's writes queue behind a checkpoint: one that waited the whole
+    busy timeout (ten seconds) for a long read elsewhere would stall them all.
+    """
+    path = tmp_path / "db.sqlite"
+    store = await migrated_store(f"sqlite:///{path}")
+    reader = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _READER, str(path), stdin=PIPE, stdout=PIPE
+    )
+    try:
+        assert reader.stdout is not None
+        assert reader.stdin is not None
+        assert (await reader.stdout.readline()).strip() == b"reading"
+        store.engines.checkpoint_every = 1
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        threads = [await make_thread(store) for _ in range(5)]
+        assert loop.time() - started < SQLITE_BUSY_TIMEOUT_MS / 2000
+        assert len(set(threads)) == 5
+        reader.stdin.write(b"go\n")
+        await reader.stdin.drain()
+        assert await asyncio.wait_for(reader.wait(), 10) == 0
+    finally:
+        if reader.returncode is None:
+            reader.kill()
+            await reader.wait()
+        await store.close()
