@@ -38,6 +38,37 @@ conn.execute("COMMIT")
 """
 
 
+class _OtherProcess:
+    """A process running ``script`` on the database: ready once it printed a line,
+    done once :meth:`release` told it to finish."""
+
+    def __init__(self, script: str, path: Path) -> None:
+        self._script = script
+        self._path = path
+        self._proc: asyncio.subprocess.Process | None = None
+
+    async def __aenter__(self) -> _OtherProcess:
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", self._script, str(self._path), stdin=PIPE, stdout=PIPE
+        )
+        assert self._proc.stdout is not None
+        assert (await self._proc.stdout.readline()).strip() in (b"locked", b"reading")
+        return self
+
+    async def release(self) -> None:
+        """Let it end its transaction and exit (successfully)."""
+        assert self._proc is not None
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(b"go\n")
+        await self._proc.stdin.drain()
+        assert await asyncio.wait_for(self._proc.wait(), 10) == 0
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            self._proc.kill()
+            await self._proc.wait()
+
+
 def _thread_id(_conn: Connection) -> int:
     return threading.get_ident()
 
@@ -64,33 +95,23 @@ async def test_a_write_that_finds_the_database_locked_waits_off_the_loop(tmp_pat
     """
     path = tmp_path / "db.sqlite"
     store = await migrated_store(f"sqlite:///{path}")
-    holder = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _HOLDER, str(path), stdin=PIPE, stdout=PIPE
-    )
     try:
-        assert holder.stdout is not None
-        assert holder.stdin is not None
-        assert (await holder.stdout.readline()).strip() == b"locked"
-        commit = asyncio.create_task(make_thread(store))
-        # An inline wait would hold the loop for the whole busy timeout (ten
-        # seconds): here the loop runs on and the commit waits its turn.
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        await asyncio.sleep(0.2)
-        assert loop.time() - started < SQLITE_BUSY_TIMEOUT_MS / 2000
-        assert not commit.done()
-        holder.stdin.write(b"go\n")
-        await holder.stdin.drain()
-        thread_id = await asyncio.wait_for(commit, 10)
-        assert await asyncio.wait_for(holder.wait(), 10) == 0
+        async with _OtherProcess(_HOLDER, path) as holder:
+            commit = asyncio.create_task(make_thread(store))
+            # An inline wait would hold the loop for the whole busy timeout (ten
+            # seconds): here the loop runs on and the commit waits its turn.
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            await asyncio.sleep(0.2)
+            assert loop.time() - started < SQLITE_BUSY_TIMEOUT_MS / 2000
+            assert not commit.done()
+            await holder.release()
+            thread_id = await asyncio.wait_for(commit, 10)
         # The write landed, and the next ones run inline again, on a fresh connection.
         run_id = await start_run(store, thread_id)
         assert (await store.get_run("tenant-a", run_id)) is not None
         assert await store.engines.write(_thread_id) == threading.get_ident()
     finally:
-        if holder.returncode is None:
-            holder.kill()
-            await holder.wait()
         await store.close()
 
 
@@ -161,24 +182,14 @@ async def test_a_reader_elsewhere_holds_up_a_checkpoint_only_briefly(tmp_path: P
     """
     path = tmp_path / "db.sqlite"
     store = await migrated_store(f"sqlite:///{path}")
-    reader = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _READER, str(path), stdin=PIPE, stdout=PIPE
-    )
     try:
-        assert reader.stdout is not None
-        assert reader.stdin is not None
-        assert (await reader.stdout.readline()).strip() == b"reading"
-        store.engines.checkpoint_every = 1
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        threads = [await make_thread(store) for _ in range(5)]
-        assert loop.time() - started < SQLITE_BUSY_TIMEOUT_MS / 2000
-        assert len(set(threads)) == 5
-        reader.stdin.write(b"go\n")
-        await reader.stdin.drain()
-        assert await asyncio.wait_for(reader.wait(), 10) == 0
+        async with _OtherProcess(_READER, path) as reader:
+            store.engines.checkpoint_every = 1
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            threads = [await make_thread(store) for _ in range(5)]
+            assert loop.time() - started < SQLITE_BUSY_TIMEOUT_MS / 2000
+            assert len(set(threads)) == 5
+            await reader.release()
     finally:
-        if reader.returncode is None:
-            reader.kill()
-            await reader.wait()
         await store.close()
