@@ -361,10 +361,9 @@ class Store:
                     report.batches += 1
                     report.compacted_runs += runs_
                     report.removed_events += events
-                    if runs_:
-                        self._logs_rewritten()
                     if runs_ == 0:
                         break
+                    self._logs_rewritten()
             if policy.idempotency_ttl is not None:
                 ttl = policy.idempotency_ttl
                 while True:

@@ -25,7 +25,7 @@ from pai_grpc.runtime._records import (
 )
 from pai_grpc.runtime._services import Services
 from pai_grpc.runtime._validate import Violations, check_id, page_size
-from pai_grpc.streams import EncodedRunEvent, EndedRun, ThreadHint
+from pai_grpc.streams import EncodedRunEvent, ThreadHint
 from storage import InvalidPageToken, MessageRecord, ThreadRecord
 from storage import NotFound as StorageNotFound
 
@@ -178,8 +178,6 @@ class Reads:
                 raise _beyond_end(run_id, ended.last_seq, after_seq)
             if after_seq == ended.last_seq:
                 return _nothing()  # the caller has seen the terminal event already
-            if ended.replays(after_seq):
-                return _replay(ended, after_seq)
             return self._follow(scope, run_id, after_seq)
         record = await self.services.store.get_run(scope, run_id)
         if record is None:
@@ -203,8 +201,9 @@ class Reads:
             else:
                 ended = broker.ended(run_id) if channel is None else None
                 if ended is not None and ended.replays(cursor):
-                    # Its execution ended here between two looks at the channel:
-                    # the rest is in memory still.
+                    # Its execution ended here moments ago (before the stream
+                    # began, or between two looks at the channel): the rest is
+                    # in memory still.
                     for event in ended.since(cursor):
                         yield event
                     return
@@ -297,12 +296,6 @@ def _beyond_end(run_id: str, last_seq: int, after_seq: int) -> FailedPreconditio
         f"run {run_id!r} ended at seq {last_seq}; after_seq {after_seq} is beyond it",
         reason="SEQ_OUT_OF_RANGE",
     )
-
-
-async def _replay(ended: EndedRun, cursor: int) -> AsyncIterator[EncodedRunEvent]:
-    """The events after ``cursor`` of a run that just ended here, from memory."""
-    for event in ended.since(cursor):
-        yield event
 
 
 async def _nothing() -> AsyncIterator[EncodedRunEvent]:

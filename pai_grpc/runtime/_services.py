@@ -11,7 +11,7 @@ from pai_grpc.runtime._history import HistoryRewrites
 from pai_grpc.runtime._quotas import ScopeQuotas
 from pai_grpc.runtime._signals import Signals
 from pai_grpc.runtime._validate import Limits
-from pai_grpc.streams import Broker, ThreadHint, ThreadHub
+from pai_grpc.streams import ENDED_EVENTS_SECONDS, Broker, ThreadHint, ThreadHub
 from pai_grpc.telemetry import Metrics, Telemetry, metrics_for
 from storage import ClaimedRun, CommitResult, Store, WriteSet
 
@@ -110,9 +110,7 @@ class Services:
         self.broker.window_bytes = run_event_buffer_bytes
         self.contexts.max_bytes = context_cache_bytes
         if events_after_terminal is not None:
-            self.broker.ended_events_seconds = min(
-                self.broker.ended_events_seconds, events_after_terminal / 2
-            )
+            self.broker.ended_events_seconds = min(ENDED_EVENTS_SECONDS, events_after_terminal / 2)
 
     async def commit(
         self,

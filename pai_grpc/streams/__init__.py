@@ -2,6 +2,7 @@
 
 from pai_grpc.streams._broker import (
     CHANNEL_WINDOW_BYTES,
+    ENDED_EVENTS_SECONDS,
     Broker,
     EncodedRunEvent,
     EndedRun,
@@ -12,6 +13,7 @@ from pai_grpc.streams._threads import ThreadHint, ThreadHub, ThreadSubscription
 
 __all__ = [
     "CHANNEL_WINDOW_BYTES",
+    "ENDED_EVENTS_SECONDS",
     "Broker",
     "EncodedRunEvent",
     "EndedRun",

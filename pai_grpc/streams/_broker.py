@@ -260,9 +260,13 @@ class Broker:
     def drop_ended_events(self) -> None:
         """Let go of every ended run's events (logs were rewritten: memory may differ)."""
         for run_id, run in self._ended.items():
-            if run.size:
-                self._ended[run_id] = replace(run, events=(), size=0)
-        self._ended_bytes = 0
+            self._drop_events(run_id, run)
+
+    def _drop_events(self, run_id: str, run: EndedRun) -> None:
+        """Keep remembering that ``run`` ended, without its events."""
+        if run.size:
+            self._ended[run_id] = replace(run, events=(), size=0)
+            self._ended_bytes -= run.size
 
     def forget_thread(self, thread_id: str) -> None:
         """Forget the ended runs of a deleted thread (readers must find them gone)."""
@@ -289,9 +293,7 @@ class Broker:
         for run_id, run in ended.items():
             if self._ended_bytes <= ENDED_EVENTS_TOTAL_BYTES and run.ended_at >= stale:
                 break
-            if run.size:
-                ended[run_id] = replace(run, events=(), size=0)
-                self._ended_bytes -= run.size
+            self._drop_events(run_id, run)
 
     def channel(self, run_id: str) -> RunChannel | None:
         """The live channel of a run executing in this process."""
