@@ -6,7 +6,9 @@ import asyncio
 import sqlite3
 import sys
 import threading
+import time
 from asyncio.subprocess import PIPE
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy import Connection
@@ -107,9 +109,45 @@ async def test_a_write_that_finds_the_database_locked_waits_off_the_loop(tmp_pat
             assert not commit.done()
             await holder.release()
             thread_id = await asyncio.wait_for(commit, 10)
-        # The write landed, and the next ones run inline again, on a fresh connection.
+        # The write was refused inline once, then landed; the next ones run inline
+        # again, on a fresh connection.
+        assert store.engines.refused == 1
         run_id = await start_run(store, thread_id)
         assert (await store.get_run("tenant-a", run_id)) is not None
+        assert await store.engines.write(_thread_id) == threading.get_ident()
+    finally:
+        await store.close()
+
+
+def _held(seconds: float) -> Callable[[Connection], None]:
+    """A write that holds the write lock for ``seconds`` (on whichever thread runs it)."""
+
+    def fn(conn: Connection) -> None:
+        conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS held (n INTEGER)")
+        time.sleep(seconds)
+
+    return fn
+
+
+async def test_this_process_writer_thread_never_refuses_an_inline_write(tmp_path: Path) -> None:
+    """While the writer thread has work (a heavy write, a checkpoint, writes queued behind
+    them), small writes queue behind it instead of trying the lock inline.
+
+    Trying would fail at once (the writer thread holds the lock), cost a fresh
+    connection and a second attempt on the thread, and on a busy server the
+    retries kept the writer thread busy, so a third of all commits went that
+    way after every checkpoint.
+    """
+    store = await migrated_store(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    try:
+        store.engines.checkpoint_every = 4
+        heavy = asyncio.create_task(store.engines.write(_held(0.2), heavy=True))
+        await asyncio.sleep(0.05)  # the writer thread holds the lock now
+        threads = await asyncio.gather(*(make_thread(store) for _ in range(40)))
+        await heavy
+        assert len(set(threads)) == 40
+        assert store.engines.refused == 0
+        # Once the writer thread is idle again, small writes run inline.
         assert await store.engines.write(_thread_id) == threading.get_ident()
     finally:
         await store.close()
