@@ -201,6 +201,9 @@ class Broker:
         self._waiters: dict[str, int] = {}
         #: Runs that ended here, oldest first.
         self._ended: OrderedDict[str, EndedRun] = OrderedDict()
+        #: The ended runs that still keep events, oldest first: expiring events
+        #: walks only these, not every run remembered (thousands on a busy server).
+        self._holding: OrderedDict[str, EndedRun] = OrderedDict()
         #: Bytes of the events the ended runs keep.
         self._ended_bytes = 0
 
@@ -247,7 +250,9 @@ class Broker:
                     channel.size if kept else 0,
                 )
                 self._ended[channel.run_id] = ended
-                self._ended_bytes += ended.size
+                if ended.size:
+                    self._holding[channel.run_id] = ended
+                    self._ended_bytes += ended.size
                 self._expire()
         channel.signal.fire()
         self.notify(channel.run_id)
@@ -259,12 +264,12 @@ class Broker:
 
     def drop_ended_events(self) -> None:
         """Let go of every ended run's events (logs were rewritten: memory may differ)."""
-        for run_id, run in self._ended.items():
+        for run_id, run in list(self._holding.items()):
             self._drop_events(run_id, run)
 
     def _drop_events(self, run_id: str, run: EndedRun) -> None:
         """Keep remembering that ``run`` ended, without its events."""
-        if run.size:
+        if self._holding.pop(run_id, None) is not None:
             self._ended[run_id] = replace(run, events=(), size=0)
             self._ended_bytes -= run.size
 
@@ -274,23 +279,23 @@ class Broker:
             self._forget(run_id)
 
     def _forget(self, run_id: str) -> None:
-        ended = self._ended.pop(run_id, None)
-        if ended is not None:
-            self._ended_bytes -= ended.size
+        self._ended.pop(run_id, None)
+        holding = self._holding.pop(run_id, None)
+        if holding is not None:
+            self._ended_bytes -= holding.size
 
     def _expire(self) -> None:
         now = time.monotonic()
         oldest = now - ENDED_SECONDS
         ended = self._ended
         while ended and (len(ended) > ENDED_RUNS or next(iter(ended.values())).ended_at < oldest):
-            _, gone = ended.popitem(last=False)
-            self._ended_bytes -= gone.size
-        if not self._ended_bytes:
-            return
+            self._forget(next(iter(ended)))
         # Events go before the rest of what is remembered: oldest first, once
         # their time is up or while all of them take more than their budget.
         stale = now - self.ended_events_seconds
-        for run_id, run in ended.items():
+        holding = self._holding
+        while holding:
+            run_id, run = next(iter(holding.items()))
             if self._ended_bytes <= ENDED_EVENTS_TOTAL_BYTES and run.ended_at >= stale:
                 break
             self._drop_events(run_id, run)
