@@ -11,6 +11,7 @@ fencing.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
@@ -30,6 +31,7 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    literal_column,
     or_,
     select,
     update,
@@ -76,6 +78,35 @@ ACTIVE_RUN_STATUSES = ("queued", "running")
 #: The statuses the per-scope active-run quota counts (a waiting run holds its
 #: thread, and its pending actions, as much as a running one).
 QUOTA_RUN_STATUSES = ("queued", "running", "waiting")
+
+
+def _one_of(column: ColumnElement[Any], values: Sequence[str]) -> ColumnElement[bool]:
+    """``column IN ('a', 'b')`` over the runtime's own status names, written into the SQL.
+
+    A list bound as one expanding parameter is spliced into the statement's
+    text at every execution (SQLAlchemy's post-compile step), on statements
+    every run executes; these lists are constants.
+    """
+    assert all(re.fullmatch(r"[a-z_]+", v) for v in values), values
+    return column.in_([literal_column(f"'{v}'") for v in values])
+
+
+def _status_guard(column: ColumnElement[Any], count: int) -> ColumnElement[bool]:
+    """``column IN (:p_status_0, ...)``: ``count`` plain parameters (see :func:`_status_params`).
+
+    The guard's size is part of the statement's shape, so no execution needs
+    an expanding parameter spliced into its text.
+    """
+    return column.in_([bindparam(f"p_status_{i}") for i in range(count)])
+
+
+def _status_params(statuses: Sequence[str], params: dict[str, Any]) -> int:
+    """Bind ``statuses`` for :func:`_status_guard`; their count, for the statement's shape."""
+    for i, status in enumerate(statuses):
+        params[f"p_status_{i}"] = status
+    return len(statuses)
+
+
 _RUN_FIELDS = (
     "status",
     "outcome",
@@ -417,7 +448,7 @@ class Sql:
             select(func.count())
             .select_from(threads.join(runs, runs.c.id == threads.c.active_run_id))
             .where(
-                runs.c.status.in_(ACTIVE_RUN_STATUSES),
+                _one_of(runs.c.status, ACTIVE_RUN_STATUSES),
                 or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at <= now),
             )
         )
@@ -541,7 +572,9 @@ class Sql:
             lambda: (
                 select(func.count(), *clock)
                 .select_from(runs)
-                .where(runs.c.scope == bindparam("p_scope"), runs.c.status.in_(QUOTA_RUN_STATUSES))
+                .where(
+                    runs.c.scope == bindparam("p_scope"), _one_of(runs.c.status, QUOTA_RUN_STATUSES)
+                )
             ),
         )
         row = conn.execute(stmt, {"p_scope": ws.scope}).one()
@@ -690,8 +723,9 @@ class Sql:
             params["p_truncate"] = truncate_at
         if ws.expected_version is not None:
             params["p_version"] = ws.expected_version
-        if ws.expected_status is not None:
-            params["p_statuses"] = list(ws.expected_status)
+        statuses = (
+            None if ws.expected_status is None else _status_params(ws.expected_status, params)
+        )
         if ws.expected_message_count is not None:
             params["p_count"] = ws.expected_message_count
         shape = (
@@ -700,7 +734,7 @@ class Sql:
             promote,
             truncate_at is not None,
             ws.expected_version is not None,
-            ws.expected_status is not None,
+            statuses,
             ws.expected_message_count is not None,
             now is None,
             len(notes),
@@ -762,8 +796,8 @@ class Sql:
         ]
         if by_version:
             conds.append(threads.c.version == bindparam("p_version"))
-        if by_status:
-            conds.append(threads.c.status.in_(bindparam("p_statuses", expanding=True)))
+        if by_status is not None:
+            conds.append(_status_guard(threads.c.status, by_status))
         if by_count:
             conds.append(threads.c.next_position == bindparam("p_count"))
         # clock_timestamp() in RETURNING is read once the row is locked (now() is
@@ -868,8 +902,9 @@ class Sql:
             params[f"v_{name}"] = now if value is NOW else value
         if patch.lease is not None:
             params.update(p_owner=patch.lease.owner, p_epoch=patch.lease.epoch)
-        if patch.expect_status is not None:
-            params["p_statuses"] = list(patch.expect_status)
+        statuses = (
+            None if patch.expect_status is None else _status_params(patch.expect_status, params)
+        )
         if patch.expect_last_seq is not None:
             params["p_last_seq"] = patch.expect_last_seq
         shape = (
@@ -877,7 +912,7 @@ class Sql:
             fields_set,
             patch.release_lease,
             patch.lease is not None,
-            patch.expect_status is not None,
+            statuses,
             patch.expect_last_seq is not None,
             patch.expect_unleased,
             server_clock,
@@ -932,8 +967,8 @@ class Sql:
                 runs.c.lease_epoch == bindparam("p_epoch"),
                 runs.c.lease_expires_at > now,
             ]
-        if by_status:
-            conds.append(runs.c.status.in_(bindparam("p_statuses", expanding=True)))
+        if by_status is not None:
+            conds.append(_status_guard(runs.c.status, by_status))
         if by_last_seq:
             conds.append(runs.c.last_seq == bindparam("p_last_seq"))
         if unleased:
@@ -1095,7 +1130,7 @@ class Sql:
             select(runs.c.id)
             .select_from(threads.join(runs, runs.c.id == threads.c.active_run_id))
             .where(
-                runs.c.status.in_(ACTIVE_RUN_STATUSES),
+                _one_of(runs.c.status, ACTIVE_RUN_STATUSES),
                 or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at <= now),
             )
             .order_by(runs.c.created_at, runs.c.id)
