@@ -80,6 +80,9 @@ class ContextCache:
         #: Approximate bytes of every cached entry.
         self.size = 0
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        #: thread id -> the scopes it is cached under, so a change another process
+        #: announces (every process hears every change) finds its entry directly.
+        self._scopes: dict[str, set[str]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -170,21 +173,31 @@ class ContextCache:
 
     def changed(self, thread_id: str) -> None:
         """Another writer changed the thread: a primed head is no longer the latest."""
-        for (_, cached), entry in self._entries.items():
-            if cached == thread_id:
-                entry.fresh = None
+        for scope in self._scopes.get(thread_id, ()):
+            self._entries[(scope, thread_id)].fresh = None
 
     def _drop(self, key: tuple[str, str]) -> None:
         old = self._entries.pop(key, None)
         if old is not None:
             self.size -= old.size
+            self._unindex(key)
 
     def _keep(self, key: tuple[str, str], entry: _Entry) -> None:
         self._entries[key] = entry
+        self._scopes.setdefault(key[1], set()).add(key[0])
         self.size += entry.size
         while self.size > self.max_bytes and self._entries:
-            _, dropped = self._entries.popitem(last=False)
+            dropped_key, dropped = self._entries.popitem(last=False)
             self.size -= dropped.size
+            self._unindex(dropped_key)
+
+    def _unindex(self, key: tuple[str, str]) -> None:
+        scope, thread_id = key
+        scopes = self._scopes.get(thread_id)
+        if scopes is not None:
+            scopes.discard(scope)
+            if not scopes:
+                del self._scopes[thread_id]
 
     @staticmethod
     def _snapshot(entry: _Entry, head: ThreadRecord) -> ContextSnapshot:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import sys
+from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import grpc
@@ -47,6 +50,29 @@ def count_log_reads(monkeypatch: Any, store: Any) -> list[int]:
 
     monkeypatch.setattr(store, "read_events", counted)
     return reads
+
+
+def lines_run(fn: Callable[[], object], in_file: str | None) -> int:
+    """The lines of ``in_file`` that ``fn()`` runs: a measure of work that does not drift.
+
+    For claims that some work stays constant however much state a component
+    holds, where a timing would be noise on a shared machine.
+    """
+    lines = 0
+
+    def count(frame: FrameType, event: str, _arg: object) -> Any:
+        nonlocal lines
+        if frame.f_code.co_filename == in_file:
+            lines += event == "line"
+            return count
+        return None
+
+    sys.settrace(count)
+    try:
+        fn()
+    finally:
+        sys.settrace(None)
+    return lines
 
 
 async def new_thread(srv: InProcessServer, **kw: Any) -> str:

@@ -9,6 +9,7 @@ Every shortcut falls back to a read when it cannot be sure.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +28,7 @@ from pai_grpc.server import DEV_SCOPE
 from pai_grpc.telemetry import Telemetry
 from pai_grpc.testing import serve_in_process
 from storage import CommitResult, NewMessage, NewThread, Store, WriteSet
-from tests.runtime.support import call_texts, new_thread, rpc_error, send, wait_run
+from tests.runtime.support import call_texts, lines_run, new_thread, rpc_error, send, wait_run
 
 
 def _count_calls(monkeypatch: pytest.MonkeyPatch, store: Store, *names: str) -> dict[str, int]:
@@ -182,3 +183,47 @@ async def test_this_process_commits_extend_the_cache_and_a_primed_head_is_read_o
     cache.changed(thread_id)
     await cache.read(DEV_SCOPE, thread_id)
     assert reads["context"] == 2
+
+
+async def _lines_to_hear_a_remote_change(store: Store, cached: int) -> int:
+    """Lines of the cache run when another process changed one of ``cached`` threads."""
+    cache = ContextCache(store)
+    thread_ids = [new_id("thr") for _ in range(cached)]
+    for thread_id in thread_ids:
+        await store.commit(
+            WriteSet(
+                scope=DEV_SCOPE,
+                thread_id=thread_id,
+                new_thread=NewThread(thread_id, DEFAULT_AGENT),
+            )
+        )
+        cache.prime(DEV_SCOPE, await store.commit(_append(thread_id, "one")))
+    assert len(cache) == cached
+    changed = thread_ids[cached // 2]
+    lines = lines_run(lambda: cache.changed(changed), sys.modules[ContextCache.__module__].__file__)
+    # The change was heard: the primed head is no longer used, the thread is read.
+    reads = 0
+    real = store.context
+
+    async def counted(*args: Any, **kw: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return await real(*args, **kw)
+
+    store.context = counted  # type: ignore[method-assign]
+    try:
+        assert _said(await cache.read(DEV_SCOPE, changed)) == ["one"]
+    finally:
+        del store.context
+    assert reads == 1
+    return lines
+
+
+async def test_another_process_change_costs_the_same_however_many_threads_are_cached(
+    store: Store,
+) -> None:
+    """Every thread another process changes is announced to every process: hearing one
+    must not walk the whole cache (thousands of threads on a busy server)."""
+    assert await _lines_to_hear_a_remote_change(store, 1_000) == (
+        await _lines_to_hear_a_remote_change(store, 10)
+    )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 import time
-from types import FrameType
 from typing import Any
 
 import grpc
@@ -27,6 +26,7 @@ from pai_grpc.testing import serve_in_process
 from tests.runtime.support import (
     collect,
     count_log_reads,
+    lines_run,
     new_thread,
     rpc_error,
     send,
@@ -164,21 +164,9 @@ def _lines_to_end_a_run(remembered: int) -> int:
     _run(broker, "run_recent", 1_000)  # the old runs' events go now, once
     assert broker.ended("run_old_0") is not None
     assert broker.ended("run_old_0").events == ()  # type: ignore[union-attr]
-    lines = 0
-    broker_file = sys.modules[Broker.__module__].__file__
-
-    def count(frame: FrameType, event: str, _arg: object) -> Any:
-        nonlocal lines
-        if frame.f_code.co_filename == broker_file:
-            lines += event == "line"
-            return count
-        return None
-
-    sys.settrace(count)
-    try:
-        _run(broker, "run_new", 1_000)
-    finally:
-        sys.settrace(None)
+    lines = lines_run(
+        lambda: _run(broker, "run_new", 1_000), sys.modules[Broker.__module__].__file__
+    )
     assert broker.ended("run_recent").replays(0)  # type: ignore[union-attr]
     return lines
 
