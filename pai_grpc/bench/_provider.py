@@ -17,7 +17,8 @@ import grpc
 from pai.v1 import parts_pb2, run_service_pb2, run_service_pb2_grpc
 from pai.v1 import thread_service_pb2 as tpb
 from pai.v1 import thread_service_pb2_grpc as tgrpc
-from pai_grpc.bench._common import Report, Result
+from pai_grpc.bench._common import Report, Result, drop_schema, free_port
+from pai_grpc.bench._process import CLI, _process, served_database
 from pai_grpc.fakes import FakeAnthropic, reply, text_block
 from pai_grpc.models import ModelCall
 from pai_grpc.models.anthropic import AnthropicModel
@@ -28,6 +29,8 @@ KEY = "sk-bench"
 MODEL = "claude-sonnet-5-5"
 DELTAS = 2000
 ROUNDS = 5
+#: First-delta samples of the served reading (each side, alternating).
+SERVED_SAMPLES = 30
 
 
 def _turn(deltas: int) -> object:  # a StreamTurn
@@ -66,23 +69,22 @@ async def _adapter(model: AnthropicModel) -> tuple[float, float]:
     return count / (time.perf_counter() - start), first
 
 
-async def _runtime(address: str, thread_id: str) -> tuple[float, float]:
-    async with grpc.aio.insecure_channel(address) as channel:
-        threads = tgrpc.ThreadServiceStub(channel)
-        runs = run_service_pb2_grpc.RunServiceStub(channel)
-        start = time.perf_counter()
-        first = 0.0
-        count = 0
-        part = parts_pb2.MessagePart(text=parts_pb2.TextPart(text="hi"))
-        handle = (await threads.Send(tpb.SendRequest(thread_id=thread_id, parts=[part]))).run
-        async for response in runs.StreamRun(
-            run_service_pb2.StreamRunRequest(run_id=handle.run_id)
-        ):
-            if response.event.chunk.WhichOneof("chunk") == "text_delta":
-                count += 1
-                if not first:
-                    first = time.perf_counter() - start
-        return count / (time.perf_counter() - start), first
+async def _runtime(channel: grpc.aio.Channel) -> tuple[float, float]:
+    """One Send + StreamRun on a new thread: the model gets the one message the bare SDK sends."""
+    threads = tgrpc.ThreadServiceStub(channel)
+    runs = run_service_pb2_grpc.RunServiceStub(channel)
+    thread_id = (await threads.CreateThread(tpb.CreateThreadRequest())).thread.id
+    start = time.perf_counter()
+    first = 0.0
+    count = 0
+    part = parts_pb2.MessagePart(text=parts_pb2.TextPart(text="hi"))
+    handle = (await threads.Send(tpb.SendRequest(thread_id=thread_id, parts=[part]))).run
+    async for response in runs.StreamRun(run_service_pb2.StreamRunRequest(run_id=handle.run_id)):
+        if response.event.chunk.WhichOneof("chunk") == "text_delta":
+            count += 1
+            if not first:
+                first = time.perf_counter() - start
+    return count / (time.perf_counter() - start), first
 
 
 def _medians(samples: list[tuple[float, float]]) -> tuple[float, float]:
@@ -93,8 +95,7 @@ async def _measure(
     fake: FakeAnthropic,
     client: anthropic.AsyncAnthropic,
     model: AnthropicModel,
-    address: str,
-    thread_id: str,
+    channel: grpc.aio.Channel,
     deltas: int,
 ) -> list[tuple[float, float]]:
     """Medians of (chunks/s, seconds to first delta) for bare SDK, adapter, runtime."""
@@ -103,8 +104,40 @@ async def _measure(
     return [
         _medians([await _bare(client) for _ in range(ROUNDS)]),
         _medians([await _adapter(model) for _ in range(ROUNDS)]),
-        _medians([await _runtime(address, thread_id) for _ in range(ROUNDS)]),
+        _medians([await _runtime(channel) for _ in range(ROUNDS)]),
     ]
+
+
+async def _served(workdir: Path) -> tuple[float, float]:
+    """First delta (p50, seconds) of the bare SDK and of `pai-grpc serve` in its own process.
+
+    The server answers with Claude through the fake Messages API (its
+    ``ANTHROPIC_BASE_URL``); the fake and the gRPC client share this
+    process's loop, as the fake and the bare SDK do. Samples alternate.
+    """
+    async with FakeAnthropic(api_key=KEY) as fake:
+        fake.script(_turn(20))  # type: ignore[arg-type]
+        env, schema = await served_database("sqlite", workdir, "provider")
+        env.update(ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=fake.base_url)
+        client = anthropic.AsyncAnthropic(api_key=KEY, base_url=fake.base_url, max_retries=0)
+        address = f"127.0.0.1:{free_port()}"
+        try:
+            async with (
+                _process(*CLI, "serve", "--address", address, env=env, address=address),
+                grpc.aio.insecure_channel(address) as channel,
+            ):
+                for _ in range(3):  # warm both paths up
+                    await _bare(client)
+                    await _runtime(channel)
+                bare: list[float] = []
+                served: list[float] = []
+                for _ in range(SERVED_SAMPLES):
+                    bare.append((await _bare(client))[1])
+                    served.append((await _runtime(channel))[1])
+        finally:
+            await client.close()
+            await drop_schema(schema)
+    return statistics.median(bare), statistics.median(served)
 
 
 async def run(report: Report, backend: str, workdir: Path) -> None:
@@ -118,11 +151,12 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
         url = f"sqlite:///{workdir / f'provider-{time.time_ns()}.db'}"
         try:
             async with serve_in_process(url, agents=agents, sends_per_second=0) as srv:
-                thread_id = (await srv.threads.CreateThread(tpb.CreateThreadRequest())).thread.id
                 # The fake server shares this event loop: a long reply measures
-                # throughput, a short one the time to the first delta.
-                long = await _measure(fake, client, model, srv.address, thread_id, DELTAS)
-                short = await _measure(fake, client, model, srv.address, thread_id, 20)
+                # throughput, a short one the time to the first delta. Like the
+                # SDK's connection, the channel is opened once, as clients do.
+                async with grpc.aio.insecure_channel(srv.address) as channel:
+                    long = await _measure(fake, client, model, channel, DELTAS)
+                    short = await _measure(fake, client, model, channel, 20)
         finally:
             await client.close()
             await model.aclose()
@@ -141,3 +175,16 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
                 short[0][1] * 1000 if name != names[0] else None, "bare SDK",
             )
         )  # fmt: skip
+    bare, served = await _served(workdir)
+    report.add(Result("provider", "bare SDK: first delta (p50, 20-delta reply)", bare * 1000, "ms"))
+    report.add(
+        Result(
+            "provider",
+            "pai-grpc serve (own process): first delta (p50)",
+            served * 1000,
+            "ms",
+            bare * 1000,
+            "bare SDK",
+            note=f"+{(served - bare) * 1000:.2f} ms; target <= bare SDK + 3 ms",
+        )
+    )

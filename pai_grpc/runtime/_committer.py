@@ -33,7 +33,7 @@ from pai_grpc.runtime._records import encode_event, message_from_record, parts_t
 from pai_grpc.runtime._services import Services
 from pai_grpc.runtime._sink import EventSink
 from pai_grpc.runtime._tool_phase import ToolOutcome, merge_outcomes
-from pai_grpc.streams import EncodedRunEvent, ThreadHint
+from pai_grpc.streams import EncodedRunEvent, RunChannel, ThreadHint
 from pai_grpc.telemetry import bounded_reason
 from storage import (
     NOW,
@@ -114,6 +114,11 @@ class RunCommitter:
             first()
             self.on_first_chunk = None
         return self.sink.emit(payload)
+
+    @property
+    def channel(self) -> RunChannel:
+        """The run's live channel (its readers, for a publisher that must give way)."""
+        return self.sink.channel
 
     def check_sink(self) -> None:
         """Re-raise a background flush's failure (e.g. a lost lease)."""

@@ -192,12 +192,18 @@ class Reads:
             channel = broker.channel(run_id)
             delivered = False
             if channel is not None and channel.covers(cursor):
-                for event in channel.since(cursor):
-                    yield event
-                    cursor = event.seq
-                    delivered = True
-                    if event.terminal:
-                        return
+                # Counted while delivering, so a publisher in a burst lets this
+                # reader's sends through (StepOutput gives way to sending readers).
+                channel.readers_sending += 1
+                try:
+                    for event in channel.since(cursor):
+                        yield event
+                        cursor = event.seq
+                        delivered = True
+                        if event.terminal:
+                            return
+                finally:
+                    channel.readers_sending -= 1
             else:
                 ended = broker.ended(run_id) if channel is None else None
                 if ended is not None and ended.replays(cursor):

@@ -12,6 +12,8 @@ raises Stop.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -53,6 +55,11 @@ from pai_grpc.runtime._model_step import (
 from pai_grpc.runtime._records import parts_to_json
 from pai_grpc.runtime._reducer import StepReducer
 from storage import NewMessage, check_strict_json
+
+#: A step publishing a burst of chunks lets a reader still sending earlier ones
+#: run at least this often, in seconds: the reader's latency is bounded, and a
+#: burst costs a few loop turns rather than one per chunk.
+GIVE_WAY_SECONDS = 0.0002
 
 
 @dataclass
@@ -140,6 +147,13 @@ class StepOutput:
                 raise InvalidDecision(
                     "transform_step_stream", "transform_step_stream", "expected an async iterator"
                 )
+        # When the stream hands over chunks without waiting (a burst the provider's
+        # buffer already holds, a model that answers at once), this loop would
+        # never let a reader on the same event loop run: it gives way at once
+        # to a reader it woke, and every GIVE_WAY_SECONDS to one still sending
+        # (each message a reader sends waits for a turn of the loop).
+        channel = self._committer.channel
+        give_way_at = 0.0
         try:
             async for chunk in stream:
                 self._publish_data(data, reducer)
@@ -151,6 +165,11 @@ class StepOutput:
                 self._committer.emit(ChunkEvent.model_construct(chunk=chunk))
                 if chunk.type in ("error", "abort"):
                     break
+                if channel.readers_waiting or (
+                    channel.readers_sending and time.monotonic() >= give_way_at
+                ):
+                    await asyncio.sleep(0)
+                    give_way_at = time.monotonic() + GIVE_WAY_SECONDS
             self._publish_data(data, reducer)
         except AbortStep as e:
             result.aborted = e.abort

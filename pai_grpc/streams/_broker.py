@@ -94,6 +94,11 @@ class _Signal:
         self._event = asyncio.Event()
         self._waiting = 0
 
+    @property
+    def waiting(self) -> bool:
+        """Whether a reader waits (or was woken and has not run yet)."""
+        return self._waiting > 0
+
     def fire(self) -> None:
         if self._waiting:
             self._event.set()
@@ -139,6 +144,9 @@ class RunChannel:
         self.size = 0
         self._events: deque[tuple[EncodedRunEvent, int]] = deque()
         self.signal = _Signal()
+        #: Readers delivering this channel's events (between two waits): each of
+        #: their messages waits for a turn of the event loop to be sent.
+        self.readers_sending = 0
 
     def publish(self, event: EncodedRunEvent) -> None:
         """Deliver an event to every subscriber now."""
@@ -149,6 +157,11 @@ class RunChannel:
         self.size += size
         self._trim()
         self.signal.fire()
+
+    @property
+    def readers_waiting(self) -> bool:
+        """Whether a reader waits for this channel's next event (or was just woken)."""
+        return self.signal.waiting
 
     def mark_durable(self, seq: int) -> None:
         """Record that events up to ``seq`` are in the chunk log."""
