@@ -338,7 +338,9 @@ class RemoteLifecycle(AgentLifecycle):
     async def read_reply(self, call: Any, phase: str) -> Any:
         """The plugin's next message within the phase's timeout."""
         try:
-            message = await asyncio.wait_for(call.read(), self.policy(phase).timeout)
+            # asyncio.timeout, not wait_for: no task per read (every streamed hook reads).
+            async with asyncio.timeout(self.policy(phase).timeout):
+                message = await call.read()
         except TimeoutError:
             raise HookTimeout(self.plugin, phase, "no answer within the timeout") from None
         except grpc.aio.AioRpcError as e:
