@@ -24,21 +24,35 @@ from pai.v1 import thread_service_pb2_grpc as tgrpc
 last_messages = 0
 
 
-async def one_run(
+async def send_and_stream(
     threads: tgrpc.ThreadServiceStub, runs: run_service_pb2_grpc.RunServiceStub, thread_id: str
-) -> float:
-    """Send and stream one run to its terminal status; return seconds to the first text delta."""
-    global last_messages
+) -> tuple[float, int, int, float]:
+    """Send "hi" and stream the run to its terminal status.
+
+    Returns seconds to the first text delta, the text deltas, the messages
+    streamed, and seconds in all.
+    """
     start = time.perf_counter()
     first = 0.0
+    deltas = 0
     messages = 0
     part = parts_pb2.MessagePart(text=parts_pb2.TextPart(text="hi"))
     handle = (await threads.Send(tpb.SendRequest(thread_id=thread_id, parts=[part]))).run
     async for response in runs.StreamRun(run_service_pb2.StreamRunRequest(run_id=handle.run_id)):
         messages += 1
-        if not first and response.event.chunk.WhichOneof("chunk") == "text_delta":
-            first = time.perf_counter() - start
-    last_messages = messages
+        if response.event.chunk.WhichOneof("chunk") == "text_delta":
+            deltas += 1
+            if not first:
+                first = time.perf_counter() - start
+    return first, deltas, messages, time.perf_counter() - start
+
+
+async def one_run(
+    threads: tgrpc.ThreadServiceStub, runs: run_service_pb2_grpc.RunServiceStub, thread_id: str
+) -> float:
+    """Send and stream one run to its terminal status; return seconds to the first text delta."""
+    global last_messages
+    first, _, last_messages, _ = await send_and_stream(threads, runs, thread_id)
     return first
 
 

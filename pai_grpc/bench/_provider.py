@@ -14,9 +14,10 @@ from pathlib import Path
 import anthropic
 import grpc
 
-from pai.v1 import parts_pb2, run_service_pb2, run_service_pb2_grpc
+from pai.v1 import run_service_pb2_grpc
 from pai.v1 import thread_service_pb2 as tpb
 from pai.v1 import thread_service_pb2_grpc as tgrpc
+from pai_grpc.bench._client import send_and_stream
 from pai_grpc.bench._common import Report, Result, drop_schema, free_port
 from pai_grpc.bench._process import CLI, _process, served_database
 from pai_grpc.fakes import FakeAnthropic, reply, text_block
@@ -74,17 +75,8 @@ async def _runtime(channel: grpc.aio.Channel) -> tuple[float, float]:
     threads = tgrpc.ThreadServiceStub(channel)
     runs = run_service_pb2_grpc.RunServiceStub(channel)
     thread_id = (await threads.CreateThread(tpb.CreateThreadRequest())).thread.id
-    start = time.perf_counter()
-    first = 0.0
-    count = 0
-    part = parts_pb2.MessagePart(text=parts_pb2.TextPart(text="hi"))
-    handle = (await threads.Send(tpb.SendRequest(thread_id=thread_id, parts=[part]))).run
-    async for response in runs.StreamRun(run_service_pb2.StreamRunRequest(run_id=handle.run_id)):
-        if response.event.chunk.WhichOneof("chunk") == "text_delta":
-            count += 1
-            if not first:
-                first = time.perf_counter() - start
-    return count / (time.perf_counter() - start), first
+    first, deltas, _, seconds = await send_and_stream(threads, runs, thread_id)
+    return deltas / seconds, first
 
 
 def _medians(samples: list[tuple[float, float]]) -> tuple[float, float]:
