@@ -12,9 +12,9 @@ finds the database locked (another process, or a heavy write in progress)
 moves to the writer thread, which waits. Heavy work (sweeps, deletions,
 migrations, big reads) and WAL checkpoints run on threads; while the writer
 thread has work, small writes wait for it to finish and then run inline
-(this process's own lock holder is never tried: on the runs benchmark a
-third of all commits used to fail that way, each costing a fresh connection
-and a thread hop). One unit per
+(a write never tries a lock this process's writer thread holds: on the runs
+benchmark a third of all commits used to fail that way, each costing a fresh
+connection and a thread hop). One unit per
 transaction instead of one hop per statement is what makes the embedded
 store fast (a per-statement async driver paid ~0.3 ms per statement here).
 
@@ -172,8 +172,9 @@ class Engines:
         #: Read and write transactions started so far (a plain count: the
         #: benchmarks report it per run, a figure that does not drift).
         self.transactions = 0
-        #: Inline writes a lock refused (they moved to the writer thread): another
-        #: process's writes, since this process's own queue behind the writer thread.
+        #: Inline writes a lock refused (they moved to the writer thread). Only
+        #: another process's lock refuses one: writes wait for this process's
+        #: writer thread instead of trying the lock it holds.
         self.refused = 0
         self._availability: list[Callable[[bool], None]] = []
 
