@@ -305,14 +305,19 @@ async def test_watch_yields_the_head_then_its_changes(sqlite_url: str) -> None:
     async with serving(sqlite_url) as srv, PaiClient(srv.address) as client:
         thread = await client.create_thread()
         updates: list[ThreadUpdate] = []
+        watching_from_here = asyncio.Event()
 
         async def watch() -> None:
             async for update in thread.watch():
                 updates.append(update)
+                watching_from_here.set()
                 if update.change == "deleted":
                     return
 
         watching = asyncio.create_task(watch())
+        # The snapshot comes once the server follows the thread: sent before it, the
+        # whole run could land in the snapshot and leave no change to see.
+        await asyncio.wait_for(watching_from_here.wait(), 30)
         run = await thread.send("hello")
         await run.wait()
         await thread.delete()
