@@ -277,12 +277,13 @@ class Broker:
 
     def drop_ended_events(self) -> None:
         """Let go of every ended run's events (logs were rewritten: memory may differ)."""
-        for run_id, run in list(self._holding.items()):
-            self._drop_events(run_id, run)
+        for run_id in list(self._holding):
+            self._drop_events(run_id)
 
-    def _drop_events(self, run_id: str, run: EndedRun) -> None:
-        """Keep remembering that ``run`` ended, without its events."""
-        if self._holding.pop(run_id, None) is not None:
+    def _drop_events(self, run_id: str) -> None:
+        """Keep remembering that ``run_id`` ended, without its events."""
+        run = self._holding.pop(run_id, None)
+        if run is not None:
             self._ended[run_id] = replace(run, events=(), size=0)
             self._ended_bytes -= run.size
 
@@ -311,7 +312,7 @@ class Broker:
             run_id, run = next(iter(holding.items()))
             if self._ended_bytes <= ENDED_EVENTS_TOTAL_BYTES and run.ended_at >= stale:
                 break
-            self._drop_events(run_id, run)
+            self._drop_events(run_id)
 
     def channel(self, run_id: str) -> RunChannel | None:
         """The live channel of a run executing in this process."""
