@@ -31,8 +31,11 @@ ENDED_RUNS = 10_000
 #: if they take at most ENDED_EVENTS_RUN_BYTES, within ENDED_EVENTS_TOTAL_BYTES
 #: for all such runs together (oldest dropped first): the StreamRun of a short
 #: run usually arrives moments after its end, and replays them without a read.
+#: So does a long answer's: a model answering at once ends a run of thousands
+#: of deltas before its StreamRun arrives (at 64 KiB per run, a stream of 2,000
+#: deltas was read back from the log, page by page).
 ENDED_EVENTS_SECONDS = 1.0
-ENDED_EVENTS_RUN_BYTES = 64 << 10
+ENDED_EVENTS_RUN_BYTES = 1 << 20
 ENDED_EVENTS_TOTAL_BYTES = 4 << 20
 
 

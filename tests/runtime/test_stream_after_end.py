@@ -20,6 +20,7 @@ from pai.v1 import thread_service_pb2 as tpb
 from pai_grpc._config_retention import RetentionTable
 from pai_grpc.config import ConfigFile
 from pai_grpc.errors import NotFoundError
+from pai_grpc.models import ScriptedModel, text_step
 from pai_grpc.streams import Broker, EncodedRunEvent
 from pai_grpc.streams._broker import ENDED_EVENTS_RUN_BYTES, ENDED_EVENTS_TOTAL_BYTES
 from pai_grpc.testing import serve_in_process
@@ -107,7 +108,8 @@ def _run(broker: Broker, run_id: str, body_bytes: int, events: int = 2) -> None:
 
 def test_ended_runs_keep_their_events_within_a_budget() -> None:
     """A big run keeps none; all runs together keep the newest within the total budget."""
-    broker = Broker()
+    # A window that holds the big run whole: the limit is the ended run's.
+    broker = Broker(window_bytes=4 * ENDED_EVENTS_RUN_BYTES)
     _run(broker, "run_big", ENDED_EVENTS_RUN_BYTES + 1)
     big = broker.ended("run_big")
     assert big is not None
@@ -180,3 +182,35 @@ def test_ending_a_run_costs_the_same_however_many_ended_runs_are_remembered() ->
     benchmark).
     """
     assert _lines_to_end_a_run(5_000) == _lines_to_end_a_run(10)
+
+
+#: Deltas of a long answer: its events take a few hundred KiB, as a long
+#: streamed answer does (one event per delta).
+LONG_ANSWER_WORDS = 4_000
+
+
+async def test_a_long_run_that_just_ended_here_replays_from_memory(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model answering at once can finish a long run before its StreamRun arrives.
+
+    The run's events are still in memory: the stream replays them instead
+    of reading the log back page by page. Before, an ended run kept its
+    events only up to 64 KiB: the benchmark's stream of 2,000 deltas read
+    all of them back from the log (its StreamRun arrived after the end).
+    """
+    answer = " ".join(["w"] * LONG_ANSWER_WORDS)
+    model = ScriptedModel(lambda call: text_step(answer))
+    async with serve_in_process(database_url, model=model) as srv:
+        thread_id = await new_thread(srv)
+        run_id = (await send(srv, thread_id, "go")).run_id
+        assert (await wait_run(srv, run_id)).status == runs_pb2.RUN_STATUS_COMPLETED
+        reads = count_log_reads(monkeypatch, srv.app.store)
+        events = await collect(srv, run_id)
+        assert reads == []
+        assert len(events) > LONG_ANSWER_WORDS
+        assert events[-1].status.status == runs_pb2.RUN_STATUS_COMPLETED
+        # Exactly the log's events.
+        srv.app.runtime.services.broker.drop_ended_events()
+        assert await collect(srv, run_id) == events
+        assert reads[0] == 0
