@@ -254,7 +254,11 @@ async def test_compaction_never_touches_running_waiting_or_recent_runs(store: St
 
 
 async def test_idempotency_keys_expire_after_their_ttl(store: Store) -> None:
-    store.idempotency_ttl = timedelta(seconds=0.3)
+    # Whether a key is still fresh is asked under a TTL no pause of a busy
+    # machine reaches (a 0.3 s TTL once ran out between a commit and the read
+    # after it, on PostgreSQL in CI); expiry is asked after sleeping past it.
+    fresh, short = timedelta(minutes=1), timedelta(seconds=0.3)
+    store.idempotency_ttl = fresh
     record = IdempotencyRecord("req-1", "f" * 64, {"thread_id": "first"})
     first = new_id("thr")
     await store.commit(WriteSet(scope=SCOPE, thread_id=first, idempotency=record, **_new(first)))
@@ -262,11 +266,13 @@ async def test_idempotency_keys_expire_after_their_ttl(store: Store) -> None:
     assert stored is not None
     assert stored.result == {"thread_id": "first"}
     await asyncio.sleep(0.5)
+    store.idempotency_ttl = short
     assert await store.get_idempotency(SCOPE, "req-1") is None
     # The key is free again: a replay after expiry is a new request.
     second = new_id("thr")
     again = IdempotencyRecord("req-1", "e" * 64, {"thread_id": "second"})
     await store.commit(WriteSet(scope=SCOPE, thread_id=second, idempotency=again, **_new(second)))
+    store.idempotency_ttl = fresh
     stored = await store.get_idempotency(SCOPE, "req-1")
     assert stored is not None
     assert stored.result == {"thread_id": "second"}
