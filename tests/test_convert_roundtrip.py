@@ -548,6 +548,16 @@ def test_run_event_roundtrip(event: RunEvent) -> None:
     _assert_roundtrip(event, convert.run_event_to_proto, convert.run_event_from_proto)
 
 
+@ROUNDTRIP
+@given(INT64, timestamps, stream_chunks)
+def test_a_chunk_event_encodes_as_its_run_event(
+    seq: int, time: datetime, chunk: StepStreamChunk
+) -> None:
+    """The runtime encodes a step's chunks without building their events: the same bytes."""
+    event = RunEvent(seq=seq, time=time, payload=ChunkEvent(chunk=chunk))
+    assert convert.chunk_event_to_bytes(seq, time, chunk) == convert.run_event_to_bytes(event)
+
+
 # -------------------------------------------------------- oneof arm coverage
 
 PART_ONEOF = [f.name for f in parts_pb2.MessagePart.DESCRIPTOR.oneofs_by_name["part"].fields]

@@ -121,6 +121,7 @@ from pai_grpc.convert._patches import (
     run_patch_to_proto,
 )
 from pai_grpc.convert._runs import (
+    chunk_event_to_bytes,
     pending_action_from_proto,
     pending_action_kind_from_proto,
     pending_action_kind_to_proto,
@@ -191,6 +192,7 @@ __all__ = [
     "assistant_response_to_proto",
     "before_tool_call_result_from_proto",
     "before_tool_call_result_to_proto",
+    "chunk_event_to_bytes",
     "chunk_from_proto",
     "chunk_to_proto",
     "delivery_from_proto",

@@ -26,6 +26,7 @@ from pai_grpc.domain import (
     RunEvent,
     RunEventPayload,
     StatusEvent,
+    StepStreamChunk,
     Usage,
 )
 from pai_grpc.lifecycle.internal import HookReport
@@ -102,18 +103,21 @@ class RunCommitter:
         #: Called once, at the first content chunk emitted (time to first chunk).
         self.on_first_chunk: Callable[[], None] | None = None
 
-    def emit(self, payload: RunEventPayload) -> RunEvent:
+    def emit(self, payload: RunEventPayload) -> None:
         """Emit one live event of this run."""
+        if isinstance(payload, ChunkEvent):
+            self.emit_chunk(payload.chunk)
+        else:
+            self.sink.emit(payload)
+
+    def emit_chunk(self, chunk: StepStreamChunk) -> None:
+        """Emit a chunk event of this run (a step's stream: one per delta)."""
         first = self.on_first_chunk
         # start-step is the runtime's own marker, not content.
-        if (
-            first is not None
-            and isinstance(payload, ChunkEvent)
-            and payload.chunk.type != "start-step"
-        ):
+        if first is not None and chunk.type != "start-step":
             first()
             self.on_first_chunk = None
-        return self.sink.emit(payload)
+        self.sink.emit_chunk(chunk)
 
     @property
     def channel(self) -> RunChannel:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from pydantic import TypeAdapter
 
-from pai_grpc.convert import run_event_from_bytes, run_event_to_bytes
+from pai_grpc.convert import chunk_event_to_bytes, run_event_from_bytes, run_event_to_bytes
 from pai_grpc.domain import (
     TERMINAL_RUN_STATUSES,
     ChunkEvent,
@@ -23,6 +24,7 @@ from pai_grpc.domain import (
     RunEventPayload,
     RunExecution,
     StatusEvent,
+    StepStreamChunk,
     Thread,
     Usage,
     Visibility,
@@ -76,6 +78,14 @@ def encode_event(run_id: str, event: RunEvent) -> tuple[NewEvent, EncodedRunEven
         NewEvent(run_id, event.seq, body, event_kind(payload), event.time),
         EncodedRunEvent(event.seq, body, is_terminal(payload)),
     )
+
+
+def encode_chunk(
+    run_id: str, seq: int, time: datetime, chunk: StepStreamChunk
+) -> tuple[NewEvent, EncodedRunEvent]:
+    """A chunk event encoded once, as :func:`encode_event` encodes it, without building it."""
+    body = chunk_event_to_bytes(seq, time, chunk)
+    return NewEvent(run_id, seq, body, chunk.type, time), EncodedRunEvent(seq, body)
 
 
 def encoded_from_record(r: EventRecord) -> EncodedRunEvent:

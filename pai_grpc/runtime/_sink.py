@@ -7,8 +7,8 @@ import contextlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from pai_grpc.domain import RunEvent, RunEventPayload
-from pai_grpc.runtime._records import encode_event
+from pai_grpc.domain import RunEvent, RunEventPayload, StepStreamChunk
+from pai_grpc.runtime._records import encode_chunk, encode_event
 from pai_grpc.streams import EncodedRunEvent, RunChannel
 from storage import SEQ_BLOCK, Lease, NewEvent, RunUpdate, WriteSet
 
@@ -79,28 +79,35 @@ class EventSink:
         """The highest sequence number allocated so far."""
         return self._next_seq - 1
 
-    def emit(self, payload: RunEventPayload) -> RunEvent:
+    def emit(self, payload: RunEventPayload) -> None:
         """Publish an event live (within the reservation); the next flush or commit logs it.
 
         The event is encoded once here: live readers and the chunk log get the same bytes.
         """
+        seq = self._next_seq
+        self._next_seq += 1
         # Built without validation: the payload is a validated model and seq and time are
         # made here (validating the payload union again cost ~8% of a streamed delta).
-        event = RunEvent.model_construct(
-            seq=self._next_seq, time=datetime.now(UTC), payload=payload
-        )
+        event = RunEvent.model_construct(seq=seq, time=datetime.now(UTC), payload=payload)
+        self._add(*encode_event(self._run_id, event))
+
+    def emit_chunk(self, chunk: StepStreamChunk) -> None:
+        """:meth:`emit` of a chunk event, encoded from the chunk itself (one per delta)."""
+        seq = self._next_seq
         self._next_seq += 1
-        logged, live = encode_event(self._run_id, event)
+        self._add(*encode_chunk(self._run_id, seq, datetime.now(UTC), chunk))
+
+    def _add(self, logged: NewEvent, live: EncodedRunEvent) -> None:
+        """Buffer an emitted event for the log and publish it (or hold it back)."""
         self._pending.append(logged)
-        if self._held or self._allocated or event.seq > self._reserved:
+        if self._held or self._allocated or live.seq > self._reserved:
             self._held.append(live)
         elif not self._sealed:
             self.channel.publish(live)
-        if len(self._pending) >= FLUSH_EVENTS or event.seq > self._reserved:
+        if len(self._pending) >= FLUSH_EVENTS or live.seq > self._reserved:
             self._schedule_flush(0.0)
         else:
             self._schedule_flush(FLUSH_INTERVAL)
-        return event
 
     def take_pending(self) -> list[NewEvent]:
         """Hand the buffered events to a commit (call with :attr:`lock` held)."""

@@ -107,7 +107,7 @@ class StepOutput:
         reducer = StepReducer()
         start = StartStepChunk()
         reducer.apply(start)
-        self._committer.emit(ChunkEvent(chunk=start))
+        self._committer.emit_chunk(start)
         result = StepResult(reducer=reducer, request=request, step=step, anchor=anchor)
         data: list[DataChunk] = []
         open_ = [True]
@@ -161,8 +161,8 @@ class StepOutput:
                 chunk = json_call(without_nul(chunk))
                 self._committer.check_sink()
                 reducer.apply(chunk)
-                # check_chunk proved it one arm of the chunk union: no validation again.
-                self._committer.emit(ChunkEvent.model_construct(chunk=chunk))
+                # check_chunk proved it one arm of the chunk union: encoded as it is.
+                self._committer.emit_chunk(chunk)
                 if chunk.type in ("error", "abort"):
                     break
                 if channel.readers_waiting or (
@@ -198,11 +198,10 @@ class StepOutput:
             reducer = StepReducer()
             start = StartStepChunk()
             reducer.apply(start)
-            self._committer.emit(ChunkEvent(chunk=start))
+            self._committer.emit_chunk(start)
             for chunk in response_chunks(decision.replacement, prefix=f"txt_{new_ulid()}_"):
                 reducer.apply(chunk)
-                # check_chunk proved it one arm of the chunk union: no validation again.
-                self._committer.emit(ChunkEvent.model_construct(chunk=chunk))
+                self._committer.emit_chunk(chunk)
             self._committer.step_count += 1
             message = NewMessage(
                 id=new_id("msg"),
