@@ -152,6 +152,27 @@ def _notify_params(notes: Sequence[tuple[str, str]], params: dict[str, Any]) -> 
         params[f"p_p{i}"] = payload
 
 
+#: The columns an event is logged with, in the order of the driver-level insert.
+_EVENT_COLUMNS = ("run_id", "seq", "body", "kind", "created_at")
+_INSERT_EVENTS_SQLITE = (
+    f"INSERT INTO run_events ({', '.join(_EVENT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in _EVENT_COLUMNS)})"
+)
+_INSERT_EVENTS_POSTGRES = (
+    f"INSERT INTO run_events ({', '.join(_EVENT_COLUMNS)}) "
+    f"VALUES ({', '.join(f'${i}' for i in range(1, len(_EVENT_COLUMNS) + 1))})"
+)
+
+
+def sqlite_timestamp(value: datetime) -> str:
+    """A datetime as SQLAlchemy's SQLite ``DATETIME`` stores it (``YYYY-MM-DD HH:MM:SS.ffffff``).
+
+    Its fields as given (an offset is dropped, not applied), as SQLAlchemy
+    does; ``isoformat`` builds the same text at a fraction of the cost.
+    """
+    return value.isoformat(" ", "microseconds")[:26]
+
+
 def _row(record: Any) -> dict[str, Any]:
     # A shallow dict: dataclasses.asdict would deep-copy every JSON value.
     return {f.name: getattr(record, f.name) for f in fields(record)}
@@ -810,23 +831,26 @@ class Sql:
             .returning(*threads.c, *locked, *_notify_columns(n_notes))
         )
 
-    @staticmethod
-    def _insert_events(conn: Connection, events: Sequence[NewEvent]) -> None:
+    def _insert_events(self, conn: Connection, events: Sequence[NewEvent]) -> None:
+        """Log events in one statement, straight to the driver.
+
+        Every run writes a row per event: through Core, each row's values
+        went through a parameter dict, bind processors and the statement
+        cache (about a tenth of the server's event-loop time on the runs
+        benchmark). The values need no processing beyond SQLite's timestamp
+        text, written exactly as SQLAlchemy writes it.
+        """
         if not events:
             return
-        conn.execute(
-            insert(run_events),
-            [
-                {
-                    "run_id": e.run_id,
-                    "seq": e.seq,
-                    "body": e.body,
-                    "kind": e.kind,
-                    "created_at": e.time,
-                }
-                for e in events
-            ],
-        )
+        if self.postgres:
+            conn.exec_driver_sql(
+                _INSERT_EVENTS_POSTGRES, [(e.run_id, e.seq, e.body, e.kind, e.time) for e in events]
+            )
+        else:
+            conn.exec_driver_sql(
+                _INSERT_EVENTS_SQLITE,
+                [(e.run_id, e.seq, e.body, e.kind, sqlite_timestamp(e.time)) for e in events],
+            )
 
     @staticmethod
     def _insert_runs(
