@@ -152,16 +152,14 @@ def _notify_params(notes: Sequence[tuple[str, str]], params: dict[str, Any]) -> 
         params[f"p_p{i}"] = payload
 
 
-#: The columns an event is logged with, in the order of the driver-level insert.
-_EVENT_COLUMNS = ("run_id", "seq", "body", "kind", "created_at")
-_INSERT_EVENTS_SQLITE = (
-    f"INSERT INTO run_events ({', '.join(_EVENT_COLUMNS)}) "
-    f"VALUES ({', '.join('?' for _ in _EVENT_COLUMNS)})"
-)
-_INSERT_EVENTS_POSTGRES = (
-    f"INSERT INTO run_events ({', '.join(_EVENT_COLUMNS)}) "
-    f"VALUES ({', '.join(f'${i}' for i in range(1, len(_EVENT_COLUMNS) + 1))})"
-)
+def _insert_events_sql(marks: list[str]) -> str:
+    """The driver-level insert of one event row, with the driver's parameter ``marks``."""
+    columns = "run_id, seq, body, kind, created_at"
+    return f"INSERT INTO run_events ({columns}) VALUES ({', '.join(marks)})"
+
+
+_INSERT_EVENTS_SQLITE = _insert_events_sql(["?"] * 5)
+_INSERT_EVENTS_POSTGRES = _insert_events_sql([f"${i}" for i in range(1, 6)])
 
 
 def sqlite_timestamp(value: datetime) -> str:
