@@ -414,6 +414,101 @@ def _duplex(
     )
 
 
+class _ReadAhead:
+    """Reads the upstream ahead of the plugin, in a task of its own.
+
+    Chunks that are ready at once (a provider's burst, a zero-latency model)
+    are read without returning to the event loop, so everything ready together
+    is written as one message to a plugin that accepts batches; a task and a
+    wait per chunk cost more than the chunk's own conversion. Reading pauses
+    with ``MAX_OUTBOX`` chunks unwritten (backpressure), while the plugin no
+    longer reads, and for good after ``stop()``.
+    """
+
+    def __init__(self, upstream: AsyncIterator[StepStreamChunk]) -> None:
+        self._upstream = upstream
+        #: Read, not yet written.
+        self.outbox: list[StepStreamChunk] = []
+        #: Read, not yet answered downstream (kept to fail open) while ``keep``.
+        self.replay: list[StepStreamChunk] = []
+        self.keep = True
+        #: The upstream ended.
+        self.ended = False
+        #: What the upstream raised.
+        self.error: Exception | None = None
+        self.paused = False
+        self._stopping = False
+        self._room = asyncio.Event()
+        self._room.set()
+        self._changed: asyncio.Future[None] | None = None
+        self._task = asyncio.ensure_future(self._run())
+
+    @property
+    def finished(self) -> bool:
+        """No more chunks will be read (the upstream ended or raised, or reading stopped)."""
+        return self._task.done()
+
+    def changed(self) -> asyncio.Future[None]:
+        """Resolves at the next chunk read, or when reading finishes."""
+        if self._changed is None or self._changed.done():
+            self._changed = asyncio.get_running_loop().create_future()
+            if self._task.done():
+                self._changed.set_result(None)
+        return self._changed
+
+    def take(self, batch: bool) -> list[StepStreamChunk]:
+        """The unwritten chunks to write next: all of them, or the first one."""
+        if batch:
+            taken, self.outbox = self.outbox, []
+        else:
+            taken = [self.outbox.pop(0)]
+        self._room.set()
+        return taken
+
+    def pause(self) -> None:
+        """The plugin stopped reading: read no further."""
+        self.paused = True
+
+    def stop(self) -> None:
+        """Finish the read in flight, if any, and read no more."""
+        self._stopping = True
+        self._room.set()
+
+    async def cancel(self) -> None:
+        """Cancel the read in flight (so the provider stream can close)."""
+        self._task.cancel()
+        with contextlib.suppress(BaseException):
+            await self._task
+
+    async def finish(self) -> None:
+        """Wait until reading finishes (after ``stop()``: the read in flight completes)."""
+        await asyncio.wait({self._task})
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                while self._stopping or self.paused or len(self.outbox) >= MAX_OUTBOX:
+                    if self._stopping:
+                        return
+                    self._room.clear()
+                    await self._room.wait()
+                chunk = await anext(self._upstream)
+                if self.keep:
+                    self.replay.append(chunk)
+                self.outbox.append(chunk)
+                self._notify()
+        except StopAsyncIteration:
+            self.ended = True
+        except Exception as e:
+            self.error = e
+        finally:
+            self._notify()
+
+    def _notify(self) -> None:
+        if self._changed is not None and not self._changed.done():
+            self._changed.set_result(None)
+
+
 async def _exchange(
     remote: RemoteLifecycle,
     call: Any,
@@ -429,19 +524,17 @@ async def _exchange(
 ) -> AsyncIterator[StepStreamChunk]:
     """Pump ``upstream`` to the plugin while yielding what it sends back.
 
-    Writes are pipelined: while one write is in flight, further upstream
-    chunks queue up and go out together (as one ChunkBatch to plugins that
-    accept them). Until the first chunk goes downstream, consumed upstream
-    chunks are kept so failing open can replay them; after that a failure
-    is fatal. The timeout applies while the plugin owes an answer (the
-    upstream has ended and everything was written).
+    The upstream is read ahead in its own task, and writes are pipelined:
+    what was read while a write was in flight, or ready at once, goes out
+    together (as one ChunkBatch to plugins that accept them). Until the first
+    chunk goes downstream, consumed upstream chunks are kept so failing open
+    can replay them; after that a failure is fatal. The timeout applies while
+    the plugin owes an answer (the upstream has ended and everything was
+    written).
     """
     timeout = remote.policy(phase).timeout
-    replay: list[StepStreamChunk] = []  # consumed, not yet answered downstream
-    outbox: list[StepStreamChunk] = []  # consumed, not yet written
+    ahead = _ReadAhead(upstream) if upstream is not None else None
     emitted = False
-    up: asyncio.Future[StepStreamChunk] | None = None
-    upstream_done = upstream is None
     end_sent = upstream is None
     writable = True
     writing: asyncio.Future[bool] | None = None
@@ -456,35 +549,31 @@ async def _exchange(
             if pending_first is not None:
                 reply, pending_first = pending_first, None
             else:
-                if (
-                    up is None
-                    and not upstream_done
-                    and writable
-                    and len(outbox) < MAX_OUTBOX
-                    and upstream is not None
-                ):
-                    up = asyncio.ensure_future(anext(upstream))
-                if writing is None and writable:
-                    if outbox:
-                        if batches and len(outbox) > 1:
+                if ahead is not None and ahead.error is not None:
+                    raise Downstream(ahead.error)
+                if writing is None and writable and ahead is not None:
+                    if ahead.outbox:
+                        taken = ahead.take(batches)
+                        if len(taken) > 1:
                             message = chunk_type(
-                                batch=pb.ChunkBatch(chunks=[chunk_to_proto(c) for c in outbox])
+                                batch=pb.ChunkBatch(chunks=[chunk_to_proto(c) for c in taken])
                             )
-                            outbox.clear()
                         else:
-                            message = chunk_type(chunk=chunk_to_proto(outbox.pop(0)))
+                            message = chunk_type(chunk=chunk_to_proto(taken[0]))
                         writing = asyncio.ensure_future(send(call, message))
-                    elif upstream_done and not end_sent:
+                    elif ahead.ended and not end_sent:
                         end_sent = True
                         writing = asyncio.ensure_future(send_end(call, chunk_type))
                 if read is None:
                     read = asyncio.ensure_future(call.read())
                 waits: set[asyncio.Future[Any]] = {read}
-                if up is not None:
-                    waits.add(up)
                 if writing is not None:
                     waits.add(writing)
-                owed = up is None and writing is None and not outbox
+                reading = ahead is not None and not ahead.finished and writable
+                if reading and writing is None:
+                    assert ahead is not None
+                    waits.add(ahead.changed())
+                owed = not reading and writing is None and not (ahead and ahead.outbox)
                 done, _ = await asyncio.wait(
                     waits,
                     timeout=timeout if owed else None,
@@ -497,18 +586,8 @@ async def _exchange(
                     # failed); its reply, read next, says which.
                     writable = writing.result()
                     writing = None
-                if up is not None and up in done:
-                    try:
-                        chunk = up.result()
-                    except StopAsyncIteration:
-                        upstream_done = True
-                    except Exception as e:
-                        raise Downstream(e) from e
-                    else:
-                        if not emitted:
-                            replay.append(chunk)
-                        outbox.append(chunk)
-                    up = None
+                    if not writable and ahead is not None:
+                        ahead.pause()
                 if read not in done:
                     continue
                 try:
@@ -528,8 +607,10 @@ async def _exchange(
                 with contextlib.suppress(Exception):
                     await call.done_writing()
             for out in await on_reply(reply):
+                if not emitted and ahead is not None:
+                    ahead.keep = False
+                    ahead.replay.clear()
                 emitted = True
-                replay.clear()
                 yield out
     except Downstream as e:
         raise e.error from None
@@ -546,22 +627,29 @@ async def _exchange(
         call.cancel()
         if token:
             remote.host.revoke(token)
-        if failure is None and up is not None and not up.done():
-            # Stop the upstream read in flight, so the provider stream can close.
-            up.cancel()
-            with contextlib.suppress(BaseException):
-                await up
+        if ahead is not None:
+            if failure is None:
+                # Stop the upstream read in flight, so the provider stream can close.
+                await ahead.cancel()
+            else:
+                ahead.stop()
     # Failing open before anything went downstream: replay what the plugin consumed.
     assert failure is not None
     remote.handle_failure(phase, failure, step_id)
-    for chunk in replay:
-        yield chunk
-    if upstream is None or upstream_done:
+    if ahead is None:
         return
-    if up is not None:
-        try:
-            yield await up
-        except StopAsyncIteration:
-            return
+    replayed = 0
+    while True:
+        while replayed < len(ahead.replay):
+            yield ahead.replay[replayed]
+            replayed += 1
+        if ahead.finished:
+            break
+        await ahead.finish()  # the read in flight when the plugin failed
+    if ahead.error is not None:
+        raise ahead.error
+    if ahead.ended:
+        return
+    assert upstream is not None
     async for chunk in upstream:
         yield chunk

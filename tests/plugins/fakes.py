@@ -172,7 +172,7 @@ class FakePlugin(pb_grpc.LifecyclePluginServiceServicer):
             else:
                 yield pb.TransformStepStreamResponse(chunk=message.chunk)
             sent += 1
-            if self.b.transform == "fail_after_first" and sent == 2:
+            if self.b.transform == "fail_after_first" and sent == 1:
                 await context.abort(grpc.StatusCode.UNAVAILABLE, "plugin crashed")
         yield pb.TransformStepStreamResponse(end=pb.StreamEnd())
 

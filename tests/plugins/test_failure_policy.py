@@ -292,19 +292,20 @@ async def test_chunks_ready_together_travel_as_one_batch(fake: Running, tmp_path
     from pai_grpc.models import text_step
 
     fake.behaviour.batches = True
-    # A zero-latency provider: chunks pile up while a write is in flight.
-    model = ScriptedModel([text_step("one two three four five six seven eight nine ten")])
+    # A zero-latency provider: the whole step is ready at once, so it is read ahead
+    # without returning to the event loop and written as one message (a chunk read
+    # per loop turn sent batches of 1-2 chunks).
+    words = "one two three four five six seven eight nine ten"
+    model = ScriptedModel([text_step(words)])
     async with runtime_with(f"sqlite:///{tmp_path / 'b.db'}", fake.address, model=model) as (
         srv,
         _,
     ):
         run, thread_id = await run_once(srv)
         assert run.status == runs_pb2.RUN_STATUS_COMPLETED
-        assert (await transcript(srv, thread_id))[-1] == (
-            "assistant",
-            "one two three four five six seven eight nine ten",
-        )
-    assert any(c.startswith("batch:") for c in fake.behaviour.calls)
+        assert (await transcript(srv, thread_id))[-1] == ("assistant", words)
+    batches = [c for c in fake.behaviour.calls if c.startswith("batch:")]
+    assert batches == [f"batch:{len(text_step(words))}"]
 
 
 # ---- the line between the hook's own errors and plugin failures ---------------------------
