@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -44,7 +45,9 @@ class _Session:
         self._reply = reply
         #: Merges replies that are ready together (e.g. chunks into one batch).
         self._combine = combine
-        self._outbox: asyncio.Queue[Any] = asyncio.Queue()
+        self._outbox: collections.deque[Any] = collections.deque()
+        #: Woken when a reply is queued or the hook finishes.
+        self._waiter: asyncio.Future[None] | None = None
         self._inbox: asyncio.Queue[Any] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
         self._done = object()
@@ -85,11 +88,17 @@ class _Session:
 
     def send(self, message: Any) -> None:
         """Queue a reply."""
-        self._outbox.put_nowait(message)
+        self._outbox.append(message)
+        self._wake()
 
     def finish(self) -> None:
         """No more replies."""
-        self._outbox.put_nowait(self._done)
+        self._outbox.append(self._done)
+        self._wake()
+
+    def _wake(self, _: Any = None) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
     async def run(self, work: Awaitable[None]) -> AsyncIterator[Any]:
         """Run the hook while yielding its replies; its errors end the call.
@@ -105,36 +114,32 @@ class _Session:
                 await asyncio.wait_for(asyncio.shield(self._reader), DRAIN_SECONDS)
 
     async def _replies(self, work: Awaitable[None]) -> AsyncIterator[Any]:
+        # One future to wait on, woken by a reply or by the hook finishing: a
+        # getter task and asyncio.wait per reply cost more than the reply.
         task = asyncio.ensure_future(work)
+        task.add_done_callback(self._wake)
+        loop = asyncio.get_running_loop()
         try:
             while True:
-                getter = asyncio.ensure_future(self._outbox.get())
-                done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-                if getter in done:
-                    ready = [getter.result()]
-                    while not self._outbox.empty():
-                        ready.append(self._outbox.get_nowait())
-                    finished = self._done in ready
-                    ready = [r for r in ready if r is not self._done]
-                    for item in self._combine(ready) if self._combine else ready:
-                        yield item
-                    if finished:
+                if not self._outbox:
+                    if task.done():
                         break
+                    self._waiter = loop.create_future()
+                    await self._waiter
                     continue
-                getter.cancel()
-                failure = task.exception()
-                # The hook finished: flush what it queued (then its failure, if any).
-                ready = []
-                while not self._outbox.empty():
-                    item = self._outbox.get_nowait()
-                    if item is not self._done:
-                        ready.append(item)
+                ready = list(self._outbox)
+                self._outbox.clear()
+                finished = self._done in ready
+                ready = [r for r in ready if r is not self._done]
                 for item in self._combine(ready) if self._combine else ready:
                     yield item
-                if failure is not None:
-                    yield self._failed(failure)
-                return
-            await task
+                if finished:
+                    await task
+                    return
+            # The hook finished without finish(): it failed, or ended early.
+            failure = task.exception()
+            if failure is not None:
+                yield self._failed(failure)
         finally:
             task.cancel()
             with contextlib.suppress(BaseException):
