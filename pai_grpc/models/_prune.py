@@ -32,18 +32,21 @@ def _is_reasoning(part: object) -> bool:
 
 def prune_reasoning(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
     """The messages with reasoning before the latest user message removed."""
-    latest_user = max(
-        (i for i, m in enumerate(messages) if isinstance(m, UserModelMessage)), default=None
+    # Every provider attempt prunes the whole context: the latest user message is
+    # found from the end, and a message is rebuilt only when it holds reasoning.
+    latest_user = next(
+        (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], UserModelMessage)),
+        None,
     )
     if latest_user is None:
         return list(messages)
     out: list[ModelMessage] = []
-    for i, message in enumerate(messages):
-        if i < latest_user and isinstance(message, AssistantModelMessage):
+    for message in messages[:latest_user]:
+        if isinstance(message, AssistantModelMessage) and any(map(_is_reasoning, message.content)):
             kept = [p for p in message.content if not _is_reasoning(p)]
             if not kept:
                 continue
-            if len(kept) != len(message.content):
-                message = message.model_copy(update={"content": kept})
+            message = message.model_copy(update={"content": kept})
         out.append(message)
+    out.extend(messages[latest_user:])
     return out

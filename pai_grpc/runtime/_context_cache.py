@@ -48,7 +48,8 @@ class _Entry:
     epoch: int
     count: int
     messages: list[Message] = field(default_factory=list)
-    model_messages: list[list[ModelMessage]] = field(default_factory=list)
+    #: The messages' model messages, flat (a snapshot copies the list, no flattening).
+    model_messages: list[ModelMessage] = field(default_factory=list)
     #: Approximate bytes held by this entry.
     size: int = 0
     #: The thread head as this process just committed it, for the next read
@@ -201,8 +202,9 @@ class ContextCache:
 
     @staticmethod
     def _snapshot(entry: _Entry, head: ThreadRecord) -> ContextSnapshot:
-        flat = [m for group in entry.model_messages for m in group]
-        return ContextSnapshot(head=head, messages=list(entry.messages), model_messages=flat)
+        return ContextSnapshot(
+            head=head, messages=list(entry.messages), model_messages=list(entry.model_messages)
+        )
 
     @staticmethod
     def _extend(entry: _Entry, head: ThreadRecord, records: list[MessageRecord]) -> None:
@@ -211,6 +213,6 @@ class ContextCache:
                 continue  # a commit's appends include messages outside the context view
             message = message_from_record(record)
             entry.messages.append(message)
-            entry.model_messages.append(to_model_messages([message]))
+            entry.model_messages.extend(to_model_messages([message]))
             entry.size += message_size(record)
         entry.count = head.message_count

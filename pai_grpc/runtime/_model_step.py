@@ -170,12 +170,20 @@ def without_nul(chunk: StepStreamChunk) -> StepStreamChunk:
     A model is outside input like a tool: its stray NUL must not stall the run
     at commit. Only the chunk's own strings are scanned (deltas, ids, error text).
     """
+    fields = _FIELDS.get(type(chunk))
+    if fields is None:
+        # Asked of the class on every chunk, pydantic's model_fields cost more than the scan.
+        fields = _FIELDS[type(chunk)] = tuple(type(chunk).model_fields)
     update = {
         name: value.replace("\x00", "\ufffd")
-        for name in type(chunk).model_fields
+        for name in fields
         if isinstance(value := getattr(chunk, name), str) and "\x00" in value
     }
     return chunk.model_copy(update=update) if update else chunk
+
+
+#: Chunk class -> its field names.
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 #: Every arm of the canonical chunk union (``StepStreamChunk`` is an annotated union).

@@ -5,11 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pai.v1 import thread_service_pb2 as tpb
 from pai_grpc.config import ConfigError, Settings
 from pai_grpc.domain import (
     AssistantModelMessage,
+    ModelFilePart,
+    ModelMessage,
     ModelReasoningPart,
     ModelTextPart,
     ReasoningDeltaChunk,
@@ -19,6 +23,7 @@ from pai_grpc.domain import (
     UserModelMessage,
 )
 from pai_grpc.models import ModelCall, ScriptedModel, prune_reasoning, text_step, tool_call_step
+from pai_grpc.models._messages import REASONING_FILE_KEY
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.testing import serve_in_process
 from pai_grpc.tools import ToolContext, tool
@@ -106,6 +111,54 @@ def test_without_a_user_message_reasoning_is_kept() -> None:
         user,
         assistant,
     ]
+
+
+def _pruned_by_definition(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """RSN-01..03 read literally: the oracle for the pruning's fast path."""
+
+    def reasoning(part: object) -> bool:
+        return isinstance(part, ModelReasoningPart) or (
+            isinstance(part, ModelFilePart)
+            and bool((part.provider_options or {}).get(REASONING_FILE_KEY))
+        )
+
+    users = [i for i, m in enumerate(messages) if isinstance(m, UserModelMessage)]
+    if not users:
+        return list(messages)
+    out: list[ModelMessage] = []
+    for i, message in enumerate(messages):
+        if i < users[-1] and isinstance(message, AssistantModelMessage):
+            kept = [p for p in message.content if not reasoning(p)]
+            if not kept:
+                continue
+            message = AssistantModelMessage(content=kept)
+        out.append(message)
+    return out
+
+
+_PARTS = st.sampled_from(
+    [
+        ModelTextPart(text="t"),
+        ModelReasoningPart(text="r"),
+        ModelFilePart(media_type="text/plain", data="f"),
+        ModelFilePart(
+            media_type="text/plain", data="rf", provider_options={REASONING_FILE_KEY: True}
+        ),
+    ]
+)
+_MESSAGES = st.lists(
+    st.one_of(
+        st.builds(UserModelMessage, content=st.lists(st.just(ModelTextPart(text="q")), min_size=1)),
+        st.builds(AssistantModelMessage, content=st.lists(_PARTS, min_size=1, max_size=4)),
+    ),
+    max_size=12,
+)
+
+
+@pytest.mark.rule("RSN-01")
+@given(_MESSAGES)
+def test_pruning_is_the_rule_read_literally(messages: list[ModelMessage]) -> None:
+    assert prune_reasoning(messages) == _pruned_by_definition(messages)
 
 
 @pytest.mark.rule("RT-06")
