@@ -11,6 +11,8 @@ history queries and hooks keep the unpruned context.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain, compress
+from operator import attrgetter
 
 from pai_grpc.domain import (
     AssistantModelMessage,
@@ -20,6 +22,9 @@ from pai_grpc.domain import (
     UserModelMessage,
 )
 from pai_grpc.models._messages import REASONING_FILE_KEY
+
+#: Part types that can hold reasoning (a file only with the reasoning-file option).
+_MAYBE_REASONING = (ModelReasoningPart, ModelFilePart)
 
 
 def _is_reasoning(part: object) -> bool:
@@ -40,8 +45,19 @@ def prune_reasoning(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
     )
     if latest_user is None:
         return list(messages)
+    head = messages[:latest_user]
+    # Most contexts hold no reasoning before the latest user message, and every
+    # step asks: the scan runs in C iterators over the messages' and parts' types
+    # (isinstance on a pydantic model costs ~100 ns a call; each distinct type is
+    # asked once).
+    types = list(map(type, head))
+    assistant = {t: issubclass(t, AssistantModelMessage) for t in set(types)}
+    assistants = compress(head, map(assistant.__getitem__, types))
+    kinds = set(map(type, chain.from_iterable(map(attrgetter("content"), assistants))))
+    if not any(issubclass(kind, _MAYBE_REASONING) for kind in kinds):
+        return list(messages)
     out: list[ModelMessage] = []
-    for message in messages[:latest_user]:
+    for message in head:
         if isinstance(message, AssistantModelMessage) and any(map(_is_reasoning, message.content)):
             kept = [p for p in message.content if not _is_reasoning(p)]
             if not kept:
