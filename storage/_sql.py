@@ -11,20 +11,25 @@ fencing.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     ColumnElement,
     Connection,
+    DateTime,
     Float,
     Integer,
     Row,
+    Table,
     and_,
     bindparam,
     case,
@@ -171,9 +176,47 @@ def sqlite_timestamp(value: datetime) -> str:
     return value.isoformat(" ", "microseconds")[:26]
 
 
-def _row(record: Any) -> dict[str, Any]:
-    # A shallow dict: dataclasses.asdict would deep-copy every JSON value.
-    return {f.name: getattr(record, f.name) for f in fields(record)}
+class _DriverInsert:
+    """An INSERT of whole records into one table, straight to the driver.
+
+    Every Send inserts a run and a message, and every step a message: through
+    Core, each went through a parameter dict, the compiled-statement cache and
+    the columns' bind processors. The values written are the ones Core writes:
+    JSON as ``json.dumps`` text (``None`` as JSON ``null``, as Core stores it
+    in a JSON column), and on SQLite timestamps as SQLAlchemy's text.
+    """
+
+    def __init__(self, table: Table, record: type, postgres: bool) -> None:
+        names = {f.name for f in fields(record)}
+        columns = [c for c in table.columns if c.name in names]
+        self.names = tuple(c.name for c in columns)
+        self.encoders: tuple[Callable[[Any], Any] | None, ...] = tuple(
+            json.dumps
+            if isinstance(c.type, JSON)
+            else _sqlite_time
+            if isinstance(c.type, DateTime) and not postgres
+            else None
+            for c in columns
+        )
+        marks = [f"${i}" for i in range(1, len(columns) + 1)] if postgres else ["?"] * len(columns)
+        self.sql = f"INSERT INTO {table.name} ({', '.join(self.names)}) VALUES ({', '.join(marks)})"
+
+    def __call__(self, conn: Connection, records: Sequence[Any]) -> None:
+        """Insert ``records`` (dataclass instances with a field per column written)."""
+        rows = [
+            tuple(
+                value if encode is None else encode(value)
+                for encode, value in zip(
+                    self.encoders, attrgetter(*self.names)(record), strict=True
+                )
+            )
+            for record in records
+        ]
+        conn.exec_driver_sql(self.sql, rows if len(rows) > 1 else rows[0])
+
+
+def _sqlite_time(value: datetime | None) -> str | None:
+    return None if value is None else sqlite_timestamp(value)
 
 
 class Sql:
@@ -183,6 +226,8 @@ class Sql:
         self.dialect = dialect
         self.postgres = dialect == "postgresql"
         self._cache: dict[Hashable, Any] = {}
+        self._insert_run_rows = _DriverInsert(runs, RunRecord, self.postgres)
+        self._insert_message_rows = _DriverInsert(messages, MessageRecord, self.postgres)
         #: How long a stored request result answers replays (None: forever).
         self.idempotency_ttl: timedelta | None = None
 
@@ -850,9 +895,8 @@ class Sql:
                 [(e.run_id, e.seq, e.body, e.kind, sqlite_timestamp(e.time)) for e in events],
             )
 
-    @staticmethod
     def _insert_runs(
-        conn: Connection, ws: WriteSet, first_seq: int, now: datetime
+        self, conn: Connection, ws: WriteSet, first_seq: int, now: datetime
     ) -> list[RunRecord]:
         if not ws.insert_runs:
             return []
@@ -893,7 +937,7 @@ class Sql:
             )
             for offset, new in enumerate(ws.insert_runs)
         ]
-        conn.execute(insert(runs), [_row(r) for r in records])
+        self._insert_run_rows(conn, records)
         return records
 
     def _update_run(
@@ -998,9 +1042,8 @@ class Sql:
         stmt = update(runs).where(*conds).values(**values)
         return stmt.returning(func.now()) if server else stmt
 
-    @staticmethod
     def _append(
-        conn: Connection, ws: WriteSet, first_position: int, now: datetime
+        self, conn: Connection, ws: WriteSet, first_position: int, now: datetime
     ) -> list[MessageRecord]:
         if not ws.append_messages:
             return []
@@ -1021,7 +1064,7 @@ class Sql:
             )
             for offset, m in enumerate(ws.append_messages)
         ]
-        conn.execute(insert(messages), [_row(r) for r in records])
+        self._insert_message_rows(conn, records)
         return records
 
     @staticmethod

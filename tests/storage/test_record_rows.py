@@ -1,0 +1,118 @@
+"""Runs and messages are inserted through the driver, not SQLAlchemy Core: the rows are Core's.
+
+Every Send inserts a run and a message and every step a message, so their
+inserts skip Core's per-row parameter processing. What lands in the tables
+must not change: the same values, JSON as the text Core writes (``None`` in
+a JSON column as JSON ``null``), and on SQLite the same timestamp text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from sqlalchemy import insert
+
+from pai_grpc.domain import new_id
+from storage import NewMessage, NewRun, Store, ThreadPatch, WriteSet
+from storage._schema import messages, runs
+from tests.storage.helpers import SCOPE, make_thread
+
+#: JSON that text encodings can disagree on: non-ASCII, escapes, nesting, numbers.
+PARTS: list[Any] = [
+    {"type": "text", "text": 'Grüße, 世界 "quoted" \\ tab\t'},
+    {"type": "data", "data": {"n": [1, 2.5, -3e-7, None, True], "nested": {"k": ""}}},
+]
+
+
+async def _stored(
+    store: Store, table: Any, ids: list[str], skip: set[str]
+) -> list[tuple[Any, ...]]:
+    """The rows of ``ids``, in that order, as the driver returns them (on SQLite: the stored text)."""
+    # With each column whether it is SQL NULL: a driver reads JSON null and NULL alike.
+    columns = ", ".join(f"{c.name}, {c.name} IS NULL" for c in table.columns if c.name not in skip)
+    listed = ", ".join(f"'{i}'" for i in ids)
+
+    def read(conn: Any) -> list[tuple[Any, ...]]:
+        rows = conn.exec_driver_sql(
+            f"SELECT id, {columns} FROM {table.name} WHERE id IN ({listed})"
+        ).all()
+        by_id = {row[0]: tuple(row[1:]) for row in rows}
+        return [by_id[i] for i in ids]
+
+    return await store.run_in_transaction(read)
+
+
+def _values(record: Any, **changes: Any) -> dict[str, Any]:
+    """A record's columns as Core's insert takes them, with ``changes``."""
+    return {f.name: getattr(record, f.name) for f in fields(record)} | changes
+
+
+async def test_sent_runs_and_messages_are_the_rows_core_writes(store: Store) -> None:
+    thread_id = await make_thread(store)
+    run_id = new_id("run")
+    sent = await store.commit(
+        WriteSet(
+            scope=SCOPE,
+            thread_id=thread_id,
+            expected_status=("idle",),
+            thread=ThreadPatch(status="running", active_run_id=run_id),
+            append_messages=[
+                NewMessage(
+                    id=new_id("msg"),
+                    role="user",
+                    parts=PARTS,
+                    metadata={"tag": "ünï"},
+                    run_id=run_id,
+                ),
+                # No run, no step, hidden: the nullable and boolean columns.
+                NewMessage(
+                    id=new_id("msg"), role="user", parts=[], visible_transcript=False,
+                    visible_context=False,
+                ),
+            ],
+            insert_runs=[
+                # Handed to a runner at once: every timestamp and the lease are set.
+                NewRun(
+                    id=run_id,
+                    status="queued",
+                    initiator="send",
+                    operation="send",
+                    input={"message": {"parts": PARTS}},
+                    metadata={"k": [1, None]},
+                    lease_owner="runner-1",
+                    trace_context="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                ),
+                # Queued: its timestamps, lease and error unset.
+                NewRun(id=new_id("run"), status="queued", initiator="send", operation="send"),
+            ],
+        )
+    )  # fmt: skip
+    assert len(sent.messages) == 2
+    assert len(sent.runs) == 2
+    # The same records through Core, under new ids (and positions, sequence numbers).
+    top = sent.messages[-1].position + 1
+    core_messages = [
+        _values(m, id=new_id("msg"), position=top + i) for i, m in enumerate(sent.messages)
+    ]
+    seq = max(r.thread_seq for r in sent.runs) + 1
+    core_runs = [_values(r, id=new_id("run"), thread_seq=seq + i) for i, r in enumerate(sent.runs)]
+
+    def through_core(conn: Any) -> None:
+        conn.execute(insert(messages), core_messages)
+        conn.execute(insert(runs), core_runs)
+
+    await store.run_in_transaction(through_core)
+    skip = {"id", "position"}
+    ours = await _stored(store, messages, [m.id for m in sent.messages], skip)
+    core = await _stored(store, messages, [m["id"] for m in core_messages], skip)
+    assert ours == core
+    skip = {"id", "thread_seq"}
+    ours = await _stored(store, runs, [r.id for r in sent.runs], skip)
+    core = await _stored(store, runs, [r["id"] for r in core_runs], skip)
+    assert ours == core
+    # And they read back as the records the commit returned.
+    page = await store.list_messages(SCOPE, thread_id, view="all")
+    assert [m.parts for m in page.items] == [m.parts for m in sent.messages] * 2
+    for record in sent.runs:
+        assert await store.get_run(SCOPE, record.id) == record
