@@ -188,47 +188,57 @@ class Reads:
 
     async def _follow(self, scope: str, run_id: str, cursor: int) -> AsyncIterator[EncodedRunEvent]:
         broker, store = self.services.broker, self.services.store
-        while True:
-            channel = broker.channel(run_id)
-            delivered = False
-            if channel is not None and channel.covers(cursor):
-                # Counted while delivering, so a publisher in a burst lets this
-                # reader's sends through (StepOutput gives way to sending readers).
-                channel.readers_sending += 1
-                try:
-                    for event in channel.since(cursor):
+        # Held from before the first read: a change announced while reading is kept.
+        follower = broker.follow(run_id)
+        try:
+            while True:
+                channel = broker.channel(run_id)
+                delivered = False
+                if channel is not None and channel.covers(cursor):
+                    # Counted while delivering, so a publisher in a burst lets this
+                    # reader's sends through (StepOutput gives way to sending readers).
+                    channel.readers_sending += 1
+                    try:
+                        for event in channel.since(cursor):
+                            yield event
+                            cursor = event.seq
+                            delivered = True
+                            if event.terminal:
+                                return
+                    finally:
+                        channel.readers_sending -= 1
+                else:
+                    ended = broker.ended(run_id) if channel is None else None
+                    if ended is not None and ended.replays(cursor):
+                        # Its execution ended here moments ago (before the stream
+                        # began, or between two looks at the channel): the rest is
+                        # in memory still.
+                        for event in ended.since(cursor):
+                            yield event
+                        return
+                    for rec in await store.read_events(scope, run_id, after_seq=cursor):
+                        event = encoded_from_record(rec)
                         yield event
                         cursor = event.seq
                         delivered = True
                         if event.terminal:
                             return
-                finally:
-                    channel.readers_sending -= 1
-            else:
-                ended = broker.ended(run_id) if channel is None else None
-                if ended is not None and ended.replays(cursor):
-                    # Its execution ended here moments ago (before the stream
-                    # began, or between two looks at the channel): the rest is
-                    # in memory still.
-                    for event in ended.since(cursor):
-                        yield event
-                    return
-                for rec in await store.read_events(scope, run_id, after_seq=cursor):
-                    event = encoded_from_record(rec)
-                    yield event
-                    cursor = event.seq
-                    delivered = True
-                    if event.terminal:
+                if delivered and channel is not None:
+                    continue
+                if delivered:
+                    # From the store: whatever was committed since the read began has
+                    # been announced, so the wait below returns at once if there is
+                    # more (no second read, nor a status read, just to find nothing).
+                    pass
+                elif channel is None:
+                    record = await store.get_run(scope, run_id)
+                    if record is None:
                         return
-            if delivered:
-                continue
-            if channel is None:
-                record = await store.get_run(scope, run_id)
-                if record is None:
-                    return
-                if record.status in TERMINAL_RUN_STATUSES and record.last_seq <= cursor:
-                    return
-            await broker.wait(run_id, FOLLOW_POLL_SECONDS)
+                    if record.status in TERMINAL_RUN_STATUSES and record.last_seq <= cursor:
+                        return
+                await follower.wait(FOLLOW_POLL_SECONDS)
+        finally:
+            follower.close()
 
     # ---- WatchThread -------------------------------------------------------
 

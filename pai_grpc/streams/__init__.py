@@ -7,6 +7,7 @@ from pai_grpc.streams._broker import (
     EncodedRunEvent,
     EndedRun,
     RunChannel,
+    RunFollower,
     event_size,
 )
 from pai_grpc.streams._threads import ThreadHint, ThreadHub, ThreadSubscription
@@ -18,6 +19,7 @@ __all__ = [
     "EncodedRunEvent",
     "EndedRun",
     "RunChannel",
+    "RunFollower",
     "ThreadHint",
     "ThreadHub",
     "ThreadSubscription",

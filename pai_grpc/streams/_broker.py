@@ -91,11 +91,14 @@ class _Signal:
     start a task per wait).
     """
 
-    __slots__ = ("_event", "_waiting")
+    __slots__ = ("_event", "_waiting", "fired")
 
     def __init__(self) -> None:
         self._event = asyncio.Event()
         self._waiting = 0
+        #: Times fired: a reader that noted it before reading the log tells a change
+        #: announced while it read (when nobody waited) from no change.
+        self.fired = 0
 
     @property
     def waiting(self) -> bool:
@@ -103,6 +106,7 @@ class _Signal:
         return self._waiting > 0
 
     def fire(self) -> None:
+        self.fired += 1
         if self._waiting:
             self._event.set()
             self._event = asyncio.Event()
@@ -200,6 +204,47 @@ class RunChannel:
     def last_seq(self) -> int:
         """The sequence number of the newest event kept (``first_seq - 1`` when none)."""
         return self._events[-1][0].seq if self._events else self.first_seq - 1
+
+
+class RunFollower:
+    """Wake-ups of one run for a reader that follows its log in the store.
+
+    Such a reader reads the log, asks the run's status, then waits. A change
+    announced between its read and its wait found nobody waiting and was lost:
+    the reader slept its whole poll interval (0.5 s) with new events in the
+    log; on PostgreSQL, with runs executed by another process, one run in 25
+    stalled so. The follower counts the announcements from before the first
+    read, so a wait after a change returns at once.
+    """
+
+    def __init__(self, broker: Broker, run_id: str, signal: _Signal) -> None:
+        self._broker = broker
+        self._run_id = run_id
+        self._signal = signal
+        self._seen = signal.fired
+        self._closed = False
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait until the run changed since the last wait (or the hold), or ``timeout`` passes.
+
+        Returns whether it changed. While the run executes in this process,
+        its channel's publications wake the reader instead.
+        """
+        channel = self._broker.channel(self._run_id)
+        if channel is not None:
+            await channel.signal.wait(timeout)
+            return True
+        if self._signal.fired == self._seen:
+            await self._signal.wait(timeout)
+        changed = self._signal.fired != self._seen
+        self._seen = self._signal.fired
+        return changed
+
+    def close(self) -> None:
+        """Release the hold (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._broker._release(self._run_id)
 
 
 class Broker:
@@ -333,15 +378,30 @@ class Broker:
         if channel is not None:
             await channel.signal.wait(timeout)
             return
-        signal = self._signals.setdefault(run_id, _Signal())
-        self._waiters[run_id] = self._waiters.get(run_id, 0) + 1
+        signal = self._hold(run_id)
         try:
             await signal.wait(timeout)
         finally:
-            # Drop the signal with its last waiter so finished runs leave nothing behind.
-            left = self._waiters[run_id] - 1
-            if left:
-                self._waiters[run_id] = left
-            else:
-                del self._waiters[run_id]
-                del self._signals[run_id]
+            self._release(run_id)
+
+    def follow(self, run_id: str) -> RunFollower:
+        """A reader's hold on the wake-ups of ``run_id`` while it follows the run's log.
+
+        Taken before the reader's first read of the log, so a change announced
+        while it reads is not lost (see :class:`RunFollower`). Close it when done.
+        """
+        return RunFollower(self, run_id, self._hold(run_id))
+
+    def _hold(self, run_id: str) -> _Signal:
+        signal = self._signals.setdefault(run_id, _Signal())
+        self._waiters[run_id] = self._waiters.get(run_id, 0) + 1
+        return signal
+
+    def _release(self, run_id: str) -> None:
+        # Drop the signal with its last holder so finished runs leave nothing behind.
+        left = self._waiters[run_id] - 1
+        if left:
+            self._waiters[run_id] = left
+        else:
+            del self._waiters[run_id]
+            del self._signals[run_id]
