@@ -25,7 +25,7 @@ from pai_grpc.runtime._records import (
 )
 from pai_grpc.runtime._services import Services
 from pai_grpc.runtime._validate import Violations, check_id, page_size
-from pai_grpc.streams import EncodedRunEvent, ThreadHint
+from pai_grpc.streams import EncodedRunEvent, RunFollower, ThreadHint
 from storage import InvalidPageToken, MessageRecord, ThreadRecord
 from storage import NotFound as StorageNotFound
 
@@ -179,18 +179,49 @@ class Reads:
             if after_seq == ended.last_seq:
                 return _nothing()  # the caller has seen the terminal event already
             return self._follow(scope, run_id, after_seq)
-        record = await self.services.store.get_run(scope, run_id)
-        if record is None:
-            raise NotFoundError("run", run_id)
-        if after_seq > record.last_seq and record.status in TERMINAL_RUN_STATUSES:
-            raise _beyond_end(run_id, record.last_seq, after_seq)
-        return self._follow(scope, run_id, after_seq)
-
-    async def _follow(self, scope: str, run_id: str, cursor: int) -> AsyncIterator[EncodedRunEvent]:
-        broker, store = self.services.broker, self.services.store
-        # Held from before the first read: a change announced while reading is kept.
+        # Held from before the lookup: a commit announced meanwhile is kept, so
+        # the lookup also tells whether the log has anything to read yet.
         follower = broker.follow(run_id)
         try:
+            record = await self.services.store.get_run(scope, run_id)
+            if record is None:
+                raise NotFoundError("run", run_id)
+            if after_seq > record.last_seq and record.status in TERMINAL_RUN_STATUSES:
+                raise _beyond_end(run_id, record.last_seq, after_seq)
+        except BaseException:
+            follower.close()
+            raise
+        return self._follow(
+            scope,
+            run_id,
+            after_seq,
+            follower=follower,
+            logged=record.last_seq,
+            terminal=record.status in TERMINAL_RUN_STATUSES,
+        )
+
+    async def _follow(
+        self,
+        scope: str,
+        run_id: str,
+        cursor: int,
+        *,
+        follower: RunFollower | None = None,
+        logged: int | None = None,
+        terminal: bool = False,
+    ) -> AsyncIterator[EncodedRunEvent]:
+        """Events after ``cursor`` (``logged``, ``terminal``: the run as just looked up)."""
+        broker, store = self.services.broker, self.services.store
+        # Held from before the first read: a change announced while reading is kept.
+        follower = follower or broker.follow(run_id)
+        try:
+            if logged is not None and logged <= cursor and broker.channel(run_id) is None:
+                if terminal:
+                    return  # the caller has seen the terminal event already
+                # Nothing logged after the cursor yet (a run just sent, executing
+                # elsewhere): its next commit is announced, so wait for it rather
+                # than read the log, and ask the run's status, to find nothing.
+                await follower.wait(FOLLOW_POLL_SECONDS)
             while True:
                 channel = broker.channel(run_id)
                 delivered = False

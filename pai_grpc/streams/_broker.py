@@ -246,6 +246,10 @@ class RunFollower:
             self._closed = True
             self._broker._release(self._run_id)
 
+    def __del__(self) -> None:
+        # A stream dropped before its first read never runs its own cleanup.
+        self.close()
+
 
 class Broker:
     """Per-process registry of run channels and run wake-ups."""
@@ -391,6 +395,10 @@ class Broker:
         while it reads is not lost (see :class:`RunFollower`). Close it when done.
         """
         return RunFollower(self, run_id, self._hold(run_id))
+
+    def holds(self, run_id: str) -> int:
+        """How many readers hold the wake-ups of ``run_id`` (waiting or following)."""
+        return self._waiters.get(run_id, 0)
 
     def _hold(self, run_id: str) -> _Signal:
         signal = self._signals.setdefault(run_id, _Signal())

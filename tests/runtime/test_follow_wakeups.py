@@ -10,8 +10,12 @@ with two runner processes, one run in 25 took over 500 ms instead of ~20.
 from __future__ import annotations
 
 import asyncio
+import gc
 
+from pai_grpc.models import ScriptedModel, text_step
 from pai_grpc.streams import Broker
+from pai_grpc.testing import serve_in_process
+from tests.runtime.support import new_thread, send, wait_run
 
 
 async def test_a_change_announced_while_the_reader_reads_wakes_its_next_wait() -> None:
@@ -53,3 +57,20 @@ async def test_followers_share_a_run_and_the_last_one_out_leaves_nothing_behind(
     third = broker.follow("run_a")
     assert await third.wait(timeout=0.01) is False
     third.close()
+    assert broker.holds("run_a") == 0
+
+
+async def test_a_stream_dropped_before_its_first_read_releases_its_hold(sqlite_url: str) -> None:
+    # A run whose log is read from the store: one that ended here, once forgotten.
+    async with serve_in_process(sqlite_url, model=ScriptedModel([text_step("a")])) as srv:
+        thread_id = await new_thread(srv)
+        run_id = (await send(srv, thread_id, "hello")).run_id
+        await wait_run(srv, run_id)
+        broker = srv.app.runtime.services.broker
+        broker.drop_ended_events()
+        broker.forget_thread(thread_id)
+        stream = await srv.app.runtime.stream_run("default", run_id)
+        assert broker.holds(run_id) == 1
+        del stream  # the caller went away before reading
+        gc.collect()
+        assert broker.holds(run_id) == 0
