@@ -436,6 +436,7 @@ class _ReadAhead:
         self.ended = False
         #: What the upstream raised.
         self.error: Exception | None = None
+        #: The plugin stopped reading (a write failed): read no further.
         self.paused = False
         self._stopping = False
         self._room = asyncio.Event()

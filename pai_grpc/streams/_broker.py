@@ -228,7 +228,8 @@ class RunFollower:
         """Wait until the run changed since the last wait (or the hold), or ``timeout`` passes.
 
         Returns whether it changed. While the run executes in this process,
-        its channel's publications wake the reader instead.
+        its channel's publications wake the reader instead (and it returns True:
+        the caller looks at the channel again either way).
         """
         channel = self._broker.channel(self._run_id)
         if channel is not None:
