@@ -254,13 +254,12 @@ class Reads:
                         delivered = True
                         if event.terminal:
                             return
-                if delivered and channel is not None:
-                    continue
                 if delivered:
+                    if channel is not None:
+                        continue
                     # From the store: whatever was committed since the read began has
                     # been announced, so the wait below returns at once if there is
                     # more (no second read, nor a status read, just to find nothing).
-                    pass
                 elif channel is None:
                     record = await store.get_run(scope, run_id)
                     if record is None:
