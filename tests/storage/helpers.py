@@ -44,19 +44,25 @@ def text_message(text: str, **kw: Any) -> NewMessage:
     return NewMessage(id=new_id("msg"), role="user", parts=[{"type": "text", "text": text}], **kw)
 
 
+def send_on_idle(
+    thread_id: str, messages: list[NewMessage], runs: list[NewRun], scope: str = SCOPE
+) -> WriteSet:
+    """What Send commits on an idle thread: its messages and runs, the first run active."""
+    return WriteSet(
+        scope=scope,
+        thread_id=thread_id,
+        expected_status=("idle",),
+        thread=ThreadPatch(status="running", active_run_id=runs[0].id),
+        append_messages=messages,
+        insert_runs=runs,
+    )
+
+
 async def start_run(store: Store, thread_id: str, scope: str = SCOPE) -> str:
     """Commit a user message and an active run on an idle thread (as Send does)."""
     run_id = new_id("run")
-    await store.commit(
-        WriteSet(
-            scope=scope,
-            thread_id=thread_id,
-            expected_status=("idle",),
-            thread=ThreadPatch(status="running", active_run_id=run_id),
-            append_messages=[text_message("hi", run_id=run_id)],
-            insert_runs=[NewRun(id=run_id, status="queued", initiator="send", operation="send")],
-        )
-    )
+    run = NewRun(id=run_id, status="queued", initiator="send", operation="send")
+    await store.commit(send_on_idle(thread_id, [text_message("hi", run_id=run_id)], [run], scope))
     return run_id
 
 

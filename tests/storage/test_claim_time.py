@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from pai_grpc.domain import new_id
-from storage import NOW, ClaimedRun, NewRun, Store, ThreadPatch, WriteSet, upgrade
+from storage import NOW, ClaimedRun, NewRun, Store, upgrade
 from tests.conftest import POSTGRES_URL
 from tests.storage.helpers import (
     SCOPE,
@@ -17,6 +17,7 @@ from tests.storage.helpers import (
     finish_and_promote,
     make_thread,
     queue_run,
+    send_on_idle,
     start_run,
     text_message,
 )
@@ -99,24 +100,16 @@ async def test_a_run_a_send_starts_on_a_thread_that_just_went_idle_starts_after_
 
         store._sql._update_root = update_root_late  # type: ignore[method-assign]
         run_id = new_id("run")
+        run = NewRun(
+            id=run_id,
+            status="queued",
+            initiator="send",
+            operation="send",
+            lease_owner="r2",
+            lease_seconds=30.0,
+        )
         result = await store.commit(
-            WriteSet(
-                scope=SCOPE,
-                thread_id=thread_id,
-                expected_status=("idle",),
-                thread=ThreadPatch(status="running", active_run_id=run_id),
-                append_messages=[text_message("again", run_id=run_id)],
-                insert_runs=[
-                    NewRun(
-                        id=run_id,
-                        status="queued",
-                        initiator="send",
-                        operation="send",
-                        lease_owner="r2",
-                        lease_seconds=30.0,
-                    )
-                ],
-            )
+            send_on_idle(thread_id, [text_message("again", run_id=run_id)], [run])
         )
         ended = (await store.get_run(SCOPE, first)).ended_at  # type: ignore[union-attr]
         started = result.runs[0].started_at

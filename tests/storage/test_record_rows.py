@@ -14,9 +14,9 @@ from typing import Any
 from sqlalchemy import insert
 
 from pai_grpc.domain import new_id
-from storage import NewMessage, NewRun, Store, ThreadPatch, WriteSet
+from storage import NewMessage, NewRun, Store
 from storage._schema import messages, runs
-from tests.storage.helpers import SCOPE, make_thread
+from tests.storage.helpers import SCOPE, make_thread, send_on_idle
 
 #: JSON that text encodings can disagree on: non-ASCII, escapes, nesting, numbers.
 PARTS: list[Any] = [
@@ -51,43 +51,31 @@ def _values(record: Any, **changes: Any) -> dict[str, Any]:
 async def test_sent_runs_and_messages_are_the_rows_core_writes(store: Store) -> None:
     thread_id = await make_thread(store)
     run_id = new_id("run")
-    sent = await store.commit(
-        WriteSet(
-            scope=SCOPE,
-            thread_id=thread_id,
-            expected_status=("idle",),
-            thread=ThreadPatch(status="running", active_run_id=run_id),
-            append_messages=[
-                NewMessage(
-                    id=new_id("msg"),
-                    role="user",
-                    parts=PARTS,
-                    metadata={"tag": "ünï"},
-                    run_id=run_id,
-                ),
-                # No run, no step, hidden: the nullable and boolean columns.
-                NewMessage(
-                    id=new_id("msg"), role="user", parts=[], visible_transcript=False,
-                    visible_context=False,
-                ),
-            ],
-            insert_runs=[
-                # Handed to a runner at once: every timestamp and the lease are set.
-                NewRun(
-                    id=run_id,
-                    status="queued",
-                    initiator="send",
-                    operation="send",
-                    input={"message": {"parts": PARTS}},
-                    metadata={"k": [1, None]},
-                    lease_owner="runner-1",
-                    trace_context="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
-                ),
-                # Queued: its timestamps, lease and error unset.
-                NewRun(id=new_id("run"), status="queued", initiator="send", operation="send"),
-            ],
-        )
-    )  # fmt: skip
+    messages_sent = [
+        NewMessage(
+            id=new_id("msg"), role="user", parts=PARTS, metadata={"tag": "ünï"}, run_id=run_id
+        ),
+        # No run, no step, hidden: the nullable and boolean columns.
+        NewMessage(
+            id=new_id("msg"), role="user", parts=[], visible_transcript=False, visible_context=False
+        ),
+    ]
+    runs_sent = [
+        # Handed to a runner at once: every timestamp and the lease are set.
+        NewRun(
+            id=run_id,
+            status="queued",
+            initiator="send",
+            operation="send",
+            input={"message": {"parts": PARTS}},
+            metadata={"k": [1, None]},
+            lease_owner="runner-1",
+            trace_context="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        ),
+        # Queued: its timestamps, lease and error unset.
+        NewRun(id=new_id("run"), status="queued", initiator="send", operation="send"),
+    ]
+    sent = await store.commit(send_on_idle(thread_id, messages_sent, runs_sent))
     assert len(sent.messages) == 2
     assert len(sent.runs) == 2
     # The same records through Core, under new ids (and positions, sequence numbers).
