@@ -41,6 +41,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects import postgresql
 
 from storage._json import JsonValue
 from storage._pages import decode_position_cursor, decode_time_id_cursor, encode_page_token
@@ -166,6 +167,10 @@ def sqlite_timestamp(value: datetime) -> str:
     return value.isoformat(" ", "microseconds")[:26]
 
 
+#: Rows of one table that :func:`insert_together` binds value by value; more go as arrays.
+_VALUES_ROWS = 2
+
+
 class _DriverInsert:
     """An INSERT of whole rows into one table, straight to the driver.
 
@@ -175,9 +180,16 @@ class _DriverInsert:
     processors. The values written are the ones Core writes: JSON as
     ``json.dumps`` text (``None`` as JSON ``null``, as Core stores it in a
     JSON column), and on SQLite timestamps as SQLAlchemy's text.
+
+    On PostgreSQL the inserts of one commit can travel as one statement
+    (:func:`insert_together`), each table's rows as a ``VALUES`` list
+    (:meth:`values`) or, past :data:`_VALUES_ROWS` rows, as one array per
+    column (:meth:`unnest`), whose text does not depend on the number of rows.
     """
 
     def __init__(self, table: Table, names: Sequence[str], postgres: bool) -> None:
+        self.table = table.name
+        self.postgres = postgres
         self.names = tuple(names)
         columns = [table.c[name] for name in self.names]
         self.encoders: tuple[Callable[[Any], Any] | None, ...] = tuple(
@@ -190,30 +202,112 @@ class _DriverInsert:
         )
         marks = [f"${i}" for i in range(1, len(columns) + 1)] if postgres else ["?"] * len(columns)
         self.sql = f"INSERT INTO {table.name} ({', '.join(self.names)}) VALUES ({', '.join(marks)})"
+        # JSON travels as the text Core writes and is cast by the statement (an
+        # array of the driver's JSON codec would encode it again).
+        dialect = postgresql.asyncpg.dialect()  # type: ignore[no-untyped-call]
+        self._array_types = tuple(
+            "TEXT[]" if isinstance(c.type, JSON) else f"{c.type.compile(dialect=dialect)}[]"
+            for c in columns
+        )
+        self._selected = tuple(
+            f"{name}::{c.type.compile(dialect=dialect)}" if isinstance(c.type, JSON) else name
+            for name, c in zip(self.names, columns, strict=True)
+        )
 
     @classmethod
     def of(cls, table: Table, record: type, postgres: bool) -> _DriverInsert:
         """The insert of ``record``'s fields that are columns of ``table``."""
         return cls(table, [f.name for f in fields(record) if f.name in table.c], postgres)
 
-    def records(self, conn: Connection, records: Sequence[Any]) -> None:
-        """Insert ``records`` (objects with an attribute per column written)."""
-        self.rows(
-            conn,
-            [
-                tuple(
-                    value if encode is None else encode(value)
-                    for encode, value in zip(
-                        self.encoders, attrgetter(*self.names)(record), strict=True
-                    )
+    def encode(self, records: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """``records`` (objects with an attribute per column written) as driver rows."""
+        return [
+            tuple(
+                value if encode is None else encode(value)
+                for encode, value in zip(
+                    self.encoders, attrgetter(*self.names)(record), strict=True
                 )
-                for record in records
-            ],
-        )
+            )
+            for record in records
+        ]
 
     def rows(self, conn: Connection, rows: list[tuple[Any, ...]]) -> None:
         """Insert ``rows``: values in column order, already as the driver takes them."""
         conn.exec_driver_sql(self.sql, rows if len(rows) > 1 else rows[0])
+
+    def values(self, count: int, first: int) -> str:
+        """PostgreSQL: the insert of ``count`` rows, bound from ``$first`` on."""
+        width = len(self.names)
+        rows = ", ".join(
+            "(" + ", ".join(f"${first + row * width + i}" for i in range(width)) + ")"
+            for row in range(count)
+        )
+        return f"INSERT INTO {self.table} ({', '.join(self.names)}) VALUES {rows}"
+
+    def unnest(self, first: int) -> str:
+        """PostgreSQL: the insert of one array per column, bound from ``$first`` on."""
+        arrays = ", ".join(f"${first + i}::{array}" for i, array in enumerate(self._array_types))
+        names = ", ".join(self.names)
+        return (
+            f"INSERT INTO {self.table} ({names}) "
+            f"SELECT {', '.join(self._selected)} FROM unnest({arrays}) AS u({names})"
+        )
+
+
+def insert_together(
+    conn: Connection,
+    inserts: Sequence[tuple[_DriverInsert, list[tuple[Any, ...]]]],
+    cache: dict[Hashable, Any],
+) -> None:
+    """Insert rows into several tables in one statement on PostgreSQL.
+
+    A commit inserts into up to three tables (a Send: a run and a message; a
+    step: its messages and its events), and on PostgreSQL each statement is
+    a round trip. The inserts go as data-modifying ``WITH`` clauses of one
+    statement, each table's rows as one array per column, so the statement's
+    text depends only on which tables it writes (``cache`` keeps one per
+    combination). PostgreSQL checks foreign keys at the end of the statement,
+    so an event may name a run inserted beside it. One table's rows, or any
+    rows on SQLite (where a statement is no round trip), go as before.
+    """
+    present = [(target, rows) for target, rows in inserts if rows]
+    if not present:
+        return
+    if len(present) == 1 or not present[0][0].postgres:
+        for target, rows in present:
+            target.rows(conn, rows)
+        return
+    # Up to _VALUES_ROWS rows go as a VALUES list: asyncpg checks every element
+    # of an array parameter against collections.abc in Python, which cost more
+    # than the array saved for a run's or a message's one row.
+    key = (
+        "insert_together",
+        *(
+            (target.table, len(rows) if len(rows) <= _VALUES_ROWS else 0)
+            for target, rows in present
+        ),
+    )
+    sql = cache.get(key)
+    if sql is None:
+        parts: list[str] = []
+        first = 1
+        for target, rows in present:
+            if len(rows) <= _VALUES_ROWS:
+                parts.append(target.values(len(rows), first))
+                first += len(target.names) * len(rows)
+            else:
+                parts.append(target.unnest(first))
+                first += len(target.names)
+        ctes = ", ".join(f"w{i} AS ({part})" for i, part in enumerate(parts[:-1]))
+        sql = cache[key] = f"WITH {ctes} {parts[-1]}"
+    params: list[Any] = []
+    for _, rows in present:
+        if len(rows) <= _VALUES_ROWS:
+            for row in rows:
+                params.extend(row)
+        else:
+            params.extend(zip(*rows, strict=True))
+    conn.exec_driver_sql(sql, tuple(params))
 
 
 def _sqlite_time(value: datetime | None) -> str | None:
@@ -552,6 +646,8 @@ class Sql:
         elif not (self.postgres and ws.new_thread is None and (ws.touches_root or ws.insert_runs)):
             clock = self.now(conn)
         now = clock
+        # On PostgreSQL the commit's inserts wait for its events, to go as one statement.
+        inserts: list[tuple[_DriverInsert, list[tuple[Any, ...]]]] = []
         if ws.new_thread is not None:
             assert now is not None
             result = self._create_thread(conn, ws, now)
@@ -586,8 +682,18 @@ class Sql:
                             messages.c.position >= truncate_at,
                         )
                     )
-                inserted = self._insert_runs(conn, ws, first_seq, now)
-                appended = self._append(conn, ws, first_position, now)
+                inserted = self._run_records(ws, first_seq, now)
+                appended = self._message_records(ws, first_position, now)
+                if inserted:
+                    inserts.append((self._insert_run_rows, self._insert_run_rows.encode(inserted)))
+                if appended:
+                    inserts.append(
+                        (self._insert_message_rows, self._insert_message_rows.encode(appended))
+                    )
+                if not self.postgres or ws.update_messages or ws.insert_pending:
+                    # What follows may name these rows (a pending action its run).
+                    insert_together(conn, inserts, self._cache)
+                    inserts = []
                 self._update_messages(conn, ws)
             # Set by now: without a clock read up front, the root update read it.
             assert now is not None
@@ -600,7 +706,9 @@ class Sql:
         events = ws.events
         if events_after is not None:
             events = [*events, *events_after(result)]
-        self._insert_events(conn, events)
+        if events:
+            inserts.append((self._insert_event_rows, self._event_rows(events)))
+        insert_together(conn, inserts, self._cache)
         if ws.notify_if_promoted and result.thread is not None and result.thread.active_run_id:
             notes = [*notes, *ws.notify_if_promoted]
         self.notify(conn, notes)
@@ -878,27 +986,19 @@ class Sql:
             .returning(*threads.c, *locked, *_notify_columns(n_notes))
         )
 
-    def _insert_events(self, conn: Connection, events: Sequence[NewEvent]) -> None:
-        """Log events in one statement, straight to the driver (see :class:`_DriverInsert`).
+    def _event_rows(self, events: Sequence[NewEvent]) -> list[tuple[Any, ...]]:
+        """Events as rows of :attr:`_insert_event_rows`.
 
         The hottest insert: its rows are built here, where only SQLite's
         timestamp needs encoding, not column by column.
         """
-        if not events:
-            return
-        rows: list[tuple[Any, ...]]
         if self.postgres:
-            rows = [(e.run_id, e.seq, e.body, e.kind, e.time) for e in events]
-        else:
-            rows = [(e.run_id, e.seq, e.body, e.kind, sqlite_timestamp(e.time)) for e in events]
-        self._insert_event_rows.rows(conn, rows)
+            return [(e.run_id, e.seq, e.body, e.kind, e.time) for e in events]
+        return [(e.run_id, e.seq, e.body, e.kind, sqlite_timestamp(e.time)) for e in events]
 
-    def _insert_runs(
-        self, conn: Connection, ws: WriteSet, first_seq: int, now: datetime
-    ) -> list[RunRecord]:
-        if not ws.insert_runs:
-            return []
-        records = [
+    @staticmethod
+    def _run_records(ws: WriteSet, first_seq: int, now: datetime) -> list[RunRecord]:
+        return [
             RunRecord(
                 id=new.id,
                 thread_id=ws.thread_id,
@@ -935,8 +1035,6 @@ class Sql:
             )
             for offset, new in enumerate(ws.insert_runs)
         ]
-        self._insert_run_rows.records(conn, records)
-        return records
 
     def _update_run(
         self, conn: Connection, scope: str, patch: RunUpdate, now: datetime | None
@@ -1040,12 +1138,9 @@ class Sql:
         stmt = update(runs).where(*conds).values(**values)
         return stmt.returning(func.now()) if server else stmt
 
-    def _append(
-        self, conn: Connection, ws: WriteSet, first_position: int, now: datetime
-    ) -> list[MessageRecord]:
-        if not ws.append_messages:
-            return []
-        records = [
+    @staticmethod
+    def _message_records(ws: WriteSet, first_position: int, now: datetime) -> list[MessageRecord]:
+        return [
             MessageRecord(
                 id=m.id,
                 thread_id=ws.thread_id,
@@ -1062,8 +1157,6 @@ class Sql:
             )
             for offset, m in enumerate(ws.append_messages)
         ]
-        self._insert_message_rows.records(conn, records)
-        return records
 
     @staticmethod
     def _update_messages(conn: Connection, ws: WriteSet) -> None:

@@ -3,20 +3,27 @@
 Every Send inserts a run and a message and every step a message, so their
 inserts skip Core's per-row parameter processing. What lands in the tables
 must not change: the same values, JSON as the text Core writes (``None`` in
-a JSON column as JSON ``null``), and on SQLite the same timestamp text.
+a JSON column as JSON ``null``), and on SQLite the same timestamp text. On
+PostgreSQL a commit's inserts travel as one statement (one round trip), each
+table's rows as arrays: the rows are still Core's.
 """
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import insert
+import pytest
+from sqlalchemy import event, insert
+from sqlalchemy.exc import IntegrityError
 
 from pai_grpc.domain import new_id
-from storage import NewMessage, NewRun, Store
+from storage import NewMessage, NewRun, RunUpdate, Store, WriteSet
 from storage._schema import messages, runs
-from tests.storage.helpers import SCOPE, make_thread, send_on_idle
+from tests.conftest import open_store
+from tests.storage.helpers import SCOPE, claim, make_thread, send_on_idle, text_message
+from tests.storage.helpers import event as log_entry
 
 #: JSON that text encodings can disagree on: non-ASCII, escapes, nesting, numbers.
 PARTS: list[Any] = [
@@ -59,6 +66,8 @@ async def test_sent_runs_and_messages_are_the_rows_core_writes(store: Store) -> 
         NewMessage(
             id=new_id("msg"), role="user", parts=[], visible_transcript=False, visible_context=False
         ),
+        # A third: on PostgreSQL the messages go as arrays, the two runs as values.
+        NewMessage(id=new_id("msg"), role="user", parts=PARTS[:1], private_metadata={"p": None}),
     ]
     runs_sent = [
         # Handed to a runner at once: every timestamp and the lease are set.
@@ -75,8 +84,12 @@ async def test_sent_runs_and_messages_are_the_rows_core_writes(store: Store) -> 
         # Queued: its timestamps, lease and error unset.
         NewRun(id=new_id("run"), status="queued", initiator="send", operation="send"),
     ]
-    sent = await store.commit(send_on_idle(thread_id, messages_sent, runs_sent))
-    assert len(sent.messages) == 2
+    # With events of the run it inserts: on PostgreSQL all three tables in one statement.
+    logged = [log_entry(run_id, 1), log_entry(run_id, 2, "text-delta")]
+    sent = await store.commit(
+        replace(send_on_idle(thread_id, messages_sent, runs_sent), events=logged)
+    )
+    assert len(sent.messages) == 3
     assert len(sent.runs) == 2
     # The same records through Core, under new ids (and positions, sequence numbers).
     top = sent.messages[-1].position + 1
@@ -104,3 +117,60 @@ async def test_sent_runs_and_messages_are_the_rows_core_writes(store: Store) -> 
     assert [m.parts for m in page.items] == [m.parts for m in sent.messages] * 2
     for record in sent.runs:
         assert await store.get_run(SCOPE, record.id) == record
+    assert [(e.seq, e.body, e.kind) for e in await store.read_events(SCOPE, run_id)] == [
+        (e.seq, e.body, e.kind) for e in logged
+    ]
+
+
+async def test_a_commits_inserts_are_one_statement_on_postgresql(tmp_path: Path) -> None:
+    async with open_store("postgresql", tmp_path) as store:
+        engine = store.engines.async_engine
+        assert engine is not None
+        inserts: list[str] = []
+
+        def seen(_c: Any, _cur: Any, statement: str, *_: Any) -> None:
+            if "INSERT" in statement:
+                inserts.append(statement)
+
+        event.listen(engine.sync_engine, "before_cursor_execute", seen)
+        thread_id = await make_thread(store)
+        inserts.clear()
+        run_id = new_id("run")
+        run = NewRun(id=run_id, status="queued", initiator="send", operation="send")
+        await store.commit(send_on_idle(thread_id, [text_message("hi", run_id=run_id)], [run]))
+        assert len(inserts) == 1, "a Send's run and message"
+        lease = (await claim(store)).lease
+        inserts.clear()
+        # A step's commit: its message and its events, with the run's progress.
+        answer = NewMessage(
+            id=new_id("msg"), role="assistant", parts=PARTS, run_id=run_id, step_index=0
+        )
+        step = [log_entry(run_id, seq, "text-delta") for seq in range(1, 4)]
+        await store.commit(
+            WriteSet(
+                scope=SCOPE,
+                thread_id=thread_id,
+                append_messages=[answer],
+                events=step,
+                update_runs=[RunUpdate(id=run_id, lease=lease, last_seq=len(step))],
+            )
+        )
+        assert len(inserts) == 1, "a step's message and events"
+        page = await store.list_messages(SCOPE, thread_id, view="all")
+        assert [m.id for m in page.items][-1] == answer.id
+        assert [e.seq for e in await store.read_events(SCOPE, run_id)] == [1, 2, 3]
+        # A refused row refuses the whole statement: neither table keeps a row.
+        again = NewMessage(id=answer.id, role="assistant", parts=[], run_id=run_id)
+        with pytest.raises(IntegrityError):
+            await store.commit(
+                WriteSet(
+                    scope=SCOPE,
+                    thread_id=thread_id,
+                    append_messages=[again],
+                    events=[log_entry(run_id, 4)],
+                    update_runs=[RunUpdate(id=run_id, lease=lease, last_seq=4)],
+                )
+            )
+        assert [e.seq for e in await store.read_events(SCOPE, run_id)] == [1, 2, 3]
+        assert len((await store.list_messages(SCOPE, thread_id, view="all")).items) == 2
+        event.remove(engine.sync_engine, "before_cursor_execute", seen)
