@@ -638,7 +638,15 @@ class Sql:
         notes: Sequence[tuple[str, str]] = ws.notify
         riding: Sequence[tuple[str, str]] = ()
         clock: datetime | None = None
-        if quota:
+        # Without run updates (a Send) the count is a guard of the root update,
+        # which inserting runs always makes: one statement fewer.
+        counted = quota and not run_updates
+        if counted:
+            if self.postgres:
+                self._lock_scope(conn, ws.scope)
+            else:
+                clock = self.now(conn)
+        elif quota:
             clock = self._check_active_runs(conn, ws)
         elif self.postgres and ws.new_thread is None and run_updates:
             clock = self._update_run(conn, ws.scope, run_updates[0], None)
@@ -664,7 +672,7 @@ class Sql:
                 # (NOTIFY is delivered on commit either way): one round trip fewer.
                 if self.postgres:
                     riding, notes = notes[:_NOTIFY_BATCH], notes[_NOTIFY_BATCH:]
-                root = self._update_root(conn, ws, clock, truncate_at, riding)
+                root = self._update_root(conn, ws, clock, truncate_at, riding, counted)
                 if self.postgres:
                     # The update may have waited for the thread row (or run after a
                     # change it would have waited for): what it starts and appends
@@ -730,34 +738,33 @@ class Sql:
         caller must not read the clock before this, since the lock may have been
         waited for: the count's own statement time is returned as the commit's
         clock (on PostgreSQL; the app clock on SQLite, as :meth:`now`).
+
+        A write set that updates no run (a Send) counts in its root update's
+        guard instead (see :meth:`_update_root`), one statement fewer.
         """
         if self.postgres:
-            conn.execute(
-                self._stmt(
-                    "scope_quota_lock",
-                    lambda: select(
-                        func.pg_advisory_xact_lock(bindparam("p_key", type_=BigInteger))
-                    ),
-                ),
-                {"p_key": _scope_lock_key(ws.scope)},
-            )
+            self._lock_scope(conn, ws.scope)
         # statement_timestamp(): this statement began after the lock was granted.
         clock = [func.statement_timestamp()] if self.postgres else []
-        stmt = self._stmt(
-            "active_runs_in_scope",
-            lambda: (
-                select(func.count(), *clock)
-                .select_from(runs)
-                .where(
-                    runs.c.scope == bindparam("p_scope"), _one_of(runs.c.status, QUOTA_RUN_STATUSES)
-                )
-            ),
-        )
+        stmt = self._stmt("active_runs_in_scope", lambda: _active_runs(*clock))
         row = conn.execute(stmt, {"p_scope": ws.scope}).one()
-        active = int(row[0])
+        self._refuse_past_quota(ws, int(row[0]))
+        return required(row[1]) if self.postgres else datetime.now(UTC)
+
+    @staticmethod
+    def _refuse_past_quota(ws: WriteSet, active: int) -> None:
         if active + len(ws.insert_runs) > ws.max_active_runs:
             raise ActiveRunLimit(ws.scope, ws.max_active_runs, active)
-        return required(row[1]) if self.postgres else datetime.now(UTC)
+
+    def _lock_scope(self, conn: Connection, scope: str) -> None:
+        """PostgreSQL: serialise the commits that create runs in ``scope`` (see the quota)."""
+        conn.execute(
+            self._stmt(
+                "scope_quota_lock",
+                lambda: select(func.pg_advisory_xact_lock(bindparam("p_key", type_=BigInteger))),
+            ),
+            {"p_key": _scope_lock_key(scope)},
+        )
 
     def notify(self, conn: Connection, notes: Sequence[tuple[str, str]]) -> None:
         """NOTIFY is transactional: listeners hear it only when (and if) this commits."""
@@ -864,13 +871,16 @@ class Sql:
         now: datetime | None,
         truncate_at: int | None,
         notes: Sequence[tuple[str, str]] = (),
+        counted: bool = False,
     ) -> Row[Any]:
         """One guarded ``UPDATE ... RETURNING`` bumps the version and allocates positions.
 
         Without ``now`` (PostgreSQL only) the update stamps the thread with the
         time it locked the row, which it returns as ``locked_at`` in any case.
         ``notes`` (PostgreSQL only) are sent by the same statement; a refused
-        guard sends none.
+        guard sends none. ``counted``: the scope's active runs are a guard too
+        (the write set's quota; on PostgreSQL the caller holds the scope's lock,
+        and this statement's snapshot is taken after it was granted).
         """
         patch = ws.thread
         fields_set: tuple[str, ...] = ()
@@ -904,6 +914,8 @@ class Sql:
         )
         if ws.expected_message_count is not None:
             params["p_count"] = ws.expected_message_count
+        if counted:
+            params["p_quota"] = ws.max_active_runs - len(ws.insert_runs)
         shape = (
             "update_root",
             fields_set,
@@ -914,11 +926,15 @@ class Sql:
             ws.expected_message_count is not None,
             now is None,
             len(notes),
+            counted,
         )
         stmt = self._stmt(shape, lambda: self._build_update_root(shape, self.postgres))
         row = conn.execute(stmt, params).first()
         if row is not None:
             return row
+        if counted:
+            active = self._stmt("active_runs", _active_runs)
+            self._refuse_past_quota(ws, conn.execute(active, {"p_scope": ws.scope}).scalar_one())
         current = conn.execute(
             self._stmt(
                 "root_guards",
@@ -938,9 +954,18 @@ class Sql:
 
     @staticmethod
     def _build_update_root(shape: tuple[Any, ...], postgres: bool) -> Any:
-        _, fields_set, promote, truncate, by_version, by_status, by_count, sql_clock, n_notes = (
-            shape
-        )
+        (
+            _,
+            fields_set,
+            promote,
+            truncate,
+            by_version,
+            by_status,
+            by_count,
+            sql_clock,
+            n_notes,
+            by_quota,
+        ) = shape
         base = bindparam("p_truncate", type_=Integer) if truncate else threads.c.next_position
         values: dict[str, Any] = {
             "version": threads.c.version + 1,
@@ -976,6 +1001,8 @@ class Sql:
             conds.append(_status_guard(threads.c.status, by_status))
         if by_count:
             conds.append(threads.c.next_position == bindparam("p_count"))
+        if by_quota:
+            conds.append(_active_runs().scalar_subquery() <= bindparam("p_quota", type_=Integer))
         # clock_timestamp() in RETURNING is read once the row is locked (now() is
         # the transaction's start, which may precede a change the update waited for).
         locked = [func.clock_timestamp().label("locked_at")] if postgres else []
@@ -1339,6 +1366,15 @@ class Sql:
             .where(runs.c.id == lease.run_id, *fence(lease, now))
             .values(lease_owner=None, lease_expires_at=None, updated_at=now)
         )
+
+
+def _active_runs(*also: Any) -> Any:
+    """``SELECT count(*)`` of the runs of scope ``:p_scope`` that count against its quota."""
+    return (
+        select(func.count(), *also)
+        .select_from(runs)
+        .where(runs.c.scope == bindparam("p_scope"), _one_of(runs.c.status, QUOTA_RUN_STATUSES))
+    )
 
 
 def _scope_lock_key(scope: str) -> int:
