@@ -21,6 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from pai_grpc.domain import new_id
 from storage import NewMessage, NewRun, RunUpdate, Store, WriteSet
 from storage._schema import messages, runs
+from storage._sql import _FUSED_ROWS
 from tests.conftest import open_store
 from tests.storage.helpers import SCOPE, claim, make_thread, send_on_idle, text_message
 from tests.storage.helpers import event as log_entry
@@ -173,4 +174,19 @@ async def test_a_commits_inserts_are_one_statement_on_postgresql(tmp_path: Path)
             )
         assert [e.seq for e in await store.read_events(SCOPE, run_id)] == [1, 2, 3]
         assert len((await store.list_messages(SCOPE, thread_id, view="all")).items) == 2
+        # Many events go in a statement of their own, after the rows they may name.
+        inserts.clear()
+        many = [log_entry(run_id, seq, "text-delta") for seq in range(4, 5 + _FUSED_ROWS)]
+        await store.commit(
+            WriteSet(
+                scope=SCOPE,
+                thread_id=thread_id,
+                append_messages=[text_message("more", run_id=run_id)],
+                events=many,
+                update_runs=[RunUpdate(id=run_id, lease=lease, last_seq=many[-1].seq)],
+            )
+        )
+        assert len(inserts) == 2
+        logged = await store.read_events(SCOPE, run_id)
+        assert [e.seq for e in logged] == list(range(1, 5 + _FUSED_ROWS))
         event.remove(engine.sync_engine, "before_cursor_execute", seen)
