@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
+
+from sqlalchemy import event as sa_event
 
 from pai_grpc.domain import new_id
 from storage import (
@@ -113,3 +117,20 @@ async def state(store: Store, thread_id: str, scope: str = SCOPE) -> tuple[Any, 
     pending = [await store.list_pending_actions(scope, r.id) for r in runs.items]
     events = [await store.read_events(scope, r.id) for r in runs.items]
     return thread, messages.items, runs.items, pending, events
+
+
+@contextmanager
+def statements_sent(store: Store) -> Iterator[list[str]]:
+    """The SQL statements a PostgreSQL ``store`` sends while the block runs (each a round trip)."""
+    engine = store.engines.async_engine
+    assert engine is not None, "PostgreSQL only"
+    sent: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        sent.append(statement)
+
+    sa_event.listen(engine.sync_engine, "before_cursor_execute", seen)
+    try:
+        yield sent
+    finally:
+        sa_event.remove(engine.sync_engine, "before_cursor_execute", seen)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event, insert
+from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
 
 from pai_grpc.domain import new_id
@@ -23,7 +23,14 @@ from storage import NewMessage, NewRun, RunUpdate, Store, WriteSet
 from storage._schema import messages, runs
 from storage._sql import _FUSED_ROWS
 from tests.conftest import open_store
-from tests.storage.helpers import SCOPE, claim, make_thread, send_on_idle, text_message
+from tests.storage.helpers import (
+    SCOPE,
+    claim,
+    make_thread,
+    send_on_idle,
+    statements_sent,
+    text_message,
+)
 from tests.storage.helpers import event as log_entry
 
 #: JSON that text encodings can disagree on: non-ASCII, escapes, nesting, numbers.
@@ -125,68 +132,62 @@ async def test_sent_runs_and_messages_are_the_rows_core_writes(store: Store) -> 
 
 async def test_a_commits_inserts_are_one_statement_on_postgresql(tmp_path: Path) -> None:
     async with open_store("postgresql", tmp_path) as store:
-        engine = store.engines.async_engine
-        assert engine is not None
-        inserts: list[str] = []
-
-        def seen(_c: Any, _cur: Any, statement: str, *_: Any) -> None:
-            if "INSERT" in statement:
-                inserts.append(statement)
-
-        event.listen(engine.sync_engine, "before_cursor_execute", seen)
         thread_id = await make_thread(store)
-        inserts.clear()
-        run_id = new_id("run")
-        run = NewRun(id=run_id, status="queued", initiator="send", operation="send")
-        await store.commit(send_on_idle(thread_id, [text_message("hi", run_id=run_id)], [run]))
-        assert len(inserts) == 1, "a Send's run and message"
-        lease = (await claim(store)).lease
-        inserts.clear()
-        # A step's commit: its message and its events, with the run's progress.
-        answer = NewMessage(
-            id=new_id("msg"), role="assistant", parts=PARTS, run_id=run_id, step_index=0
-        )
-        step = [log_entry(run_id, seq, "text-delta") for seq in range(1, 4)]
-        await store.commit(
-            WriteSet(
-                scope=SCOPE,
-                thread_id=thread_id,
-                append_messages=[answer],
-                events=step,
-                update_runs=[RunUpdate(id=run_id, lease=lease, last_seq=len(step))],
+        with statements_sent(store) as sent:
+
+            def inserts() -> int:
+                return sum("INSERT" in statement for statement in sent)
+
+            run_id = new_id("run")
+            run = NewRun(id=run_id, status="queued", initiator="send", operation="send")
+            await store.commit(send_on_idle(thread_id, [text_message("hi", run_id=run_id)], [run]))
+            assert inserts() == 1, "a Send's run and message"
+            lease = (await claim(store)).lease
+            sent.clear()
+            # A step's commit: its message and its events, with the run's progress.
+            answer = NewMessage(
+                id=new_id("msg"), role="assistant", parts=PARTS, run_id=run_id, step_index=0
             )
-        )
-        assert len(inserts) == 1, "a step's message and events"
-        page = await store.list_messages(SCOPE, thread_id, view="all")
-        assert [m.id for m in page.items][-1] == answer.id
-        assert [e.seq for e in await store.read_events(SCOPE, run_id)] == [1, 2, 3]
-        # A refused row refuses the whole statement: neither table keeps a row.
-        again = NewMessage(id=answer.id, role="assistant", parts=[], run_id=run_id)
-        with pytest.raises(IntegrityError):
+            step = [log_entry(run_id, seq, "text-delta") for seq in range(1, 4)]
             await store.commit(
                 WriteSet(
                     scope=SCOPE,
                     thread_id=thread_id,
-                    append_messages=[again],
-                    events=[log_entry(run_id, 4)],
-                    update_runs=[RunUpdate(id=run_id, lease=lease, last_seq=4)],
+                    append_messages=[answer],
+                    events=step,
+                    update_runs=[RunUpdate(id=run_id, lease=lease, last_seq=len(step))],
                 )
             )
-        assert [e.seq for e in await store.read_events(SCOPE, run_id)] == [1, 2, 3]
-        assert len((await store.list_messages(SCOPE, thread_id, view="all")).items) == 2
-        # Many events go in a statement of their own, after the rows they may name.
-        inserts.clear()
-        many = [log_entry(run_id, seq, "text-delta") for seq in range(4, 5 + _FUSED_ROWS)]
-        await store.commit(
-            WriteSet(
-                scope=SCOPE,
-                thread_id=thread_id,
-                append_messages=[text_message("more", run_id=run_id)],
-                events=many,
-                update_runs=[RunUpdate(id=run_id, lease=lease, last_seq=many[-1].seq)],
+            assert inserts() == 1, "a step's message and events"
+            page = await store.list_messages(SCOPE, thread_id, view="all")
+            assert [m.id for m in page.items][-1] == answer.id
+            assert [e.seq for e in await store.read_events(SCOPE, run_id)] == [1, 2, 3]
+            # A refused row refuses the whole statement: neither table keeps a row.
+            again = NewMessage(id=answer.id, role="assistant", parts=[], run_id=run_id)
+            with pytest.raises(IntegrityError):
+                await store.commit(
+                    WriteSet(
+                        scope=SCOPE,
+                        thread_id=thread_id,
+                        append_messages=[again],
+                        events=[log_entry(run_id, 4)],
+                        update_runs=[RunUpdate(id=run_id, lease=lease, last_seq=4)],
+                    )
+                )
+            assert [e.seq for e in await store.read_events(SCOPE, run_id)] == [1, 2, 3]
+            assert len((await store.list_messages(SCOPE, thread_id, view="all")).items) == 2
+            # Many events go in a statement of their own, after the rows they may name.
+            sent.clear()
+            many = [log_entry(run_id, seq, "text-delta") for seq in range(4, 5 + _FUSED_ROWS)]
+            await store.commit(
+                WriteSet(
+                    scope=SCOPE,
+                    thread_id=thread_id,
+                    append_messages=[text_message("more", run_id=run_id)],
+                    events=many,
+                    update_runs=[RunUpdate(id=run_id, lease=lease, last_seq=many[-1].seq)],
+                )
             )
-        )
-        assert len(inserts) == 2
-        logged = await store.read_events(SCOPE, run_id)
-        assert [e.seq for e in logged] == list(range(1, 5 + _FUSED_ROWS))
-        event.remove(engine.sync_engine, "before_cursor_execute", seen)
+            assert inserts() == 2
+            logged = await store.read_events(SCOPE, run_id)
+            assert [e.seq for e in logged] == list(range(1, 5 + _FUSED_ROWS))

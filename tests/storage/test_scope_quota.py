@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
-from sqlalchemy import event
 
 from pai_grpc.domain import new_id
 from storage import ActiveRunLimit, NewRun, RunUpdate, Store, ThreadPatch, WriteSet
 from tests.conftest import open_store
-from tests.storage.helpers import OTHER, SCOPE, make_thread, start_run, state, text_message
+from tests.storage.helpers import (
+    OTHER,
+    SCOPE,
+    make_thread,
+    start_run,
+    state,
+    statements_sent,
+    text_message,
+)
 
 
 def start(thread_id: str, scope: str = SCOPE, *, quota: int) -> WriteSet:
@@ -64,21 +70,13 @@ async def test_queued_running_and_waiting_runs_count_and_ended_ones_do_not(store
 async def test_a_send_counts_in_its_root_update_on_postgresql(tmp_path: Path) -> None:
     # The scope's lock, then the root update guarded by the count, then the inserts.
     async with open_store("postgresql", tmp_path) as store:
-        engine = store.engines.async_engine
-        assert engine is not None
-        sent: list[str] = []
-
-        def seen(_c: Any, _cur: Any, statement: str, *_: Any) -> None:
-            sent.append(statement.split()[0])
-
         first, second = await make_thread(store), await make_thread(store)
-        event.listen(engine.sync_engine, "before_cursor_execute", seen)
-        await store.commit(start(first, quota=1))
-        assert sent == ["SELECT", "UPDATE", "WITH"]
-        sent.clear()
-        with pytest.raises(ActiveRunLimit) as refused:
-            await store.commit(start(second, quota=1))
-        assert refused.value.active == 1
-        event.remove(engine.sync_engine, "before_cursor_execute", seen)
-        # Refused by the guard: the lock, the update, and the count that names the cause.
-        assert sent == ["SELECT", "UPDATE", "SELECT"]
+        with statements_sent(store) as sent:
+            await store.commit(start(first, quota=1))
+            assert [s.split()[0] for s in sent] == ["SELECT", "UPDATE", "WITH"]
+            sent.clear()
+            with pytest.raises(ActiveRunLimit) as refused:
+                await store.commit(start(second, quota=1))
+            assert refused.value.active == 1
+            # Refused by the guard: the lock, the update, and the count that names the cause.
+            assert [s.split()[0] for s in sent] == ["SELECT", "UPDATE", "SELECT"]
