@@ -956,7 +956,7 @@ class Sql:
         stmt = self._stmt(shape, lambda: self._build_update_root(shape, self.postgres))
         row = conn.execute(stmt, params).first()
         if row is not None:
-            return row
+            return self._promote_again(conn, ws, row) if promote and self.postgres else row
         if counted:
             active = self._stmt("active_runs", _active_runs)
             self._refuse_past_quota(ws, conn.execute(active, {"p_scope": ws.scope}).scalar_one())
@@ -1006,16 +1006,7 @@ class Sql:
         for name in fields_set:
             values[name] = bindparam(f"v_{name}", type_=threads.c[name].type)
         if promote:
-            next_queued = (
-                select(runs.c.id)
-                .where(runs.c.thread_id == threads.c.id, runs.c.status == "queued")
-                .order_by(runs.c.thread_seq)
-                .limit(1)
-                .scalar_subquery()
-            )
-            values["active_run_id"] = next_queued
-            if "status" not in fields_set:
-                values["status"] = case((next_queued.is_(None), "idle"), else_="running")
+            values.update(_promotion("status" not in fields_set))
         conds: list[ColumnElement[bool]] = [
             threads.c.id == bindparam("p_id"),
             threads.c.scope == bindparam("p_scope"),
@@ -1031,12 +1022,54 @@ class Sql:
         # clock_timestamp() in RETURNING is read once the row is locked (now() is
         # the transaction's start, which may precede a change the update waited for).
         locked = [func.clock_timestamp().label("locked_at")] if postgres else []
+        if promote and postgres:
+            # The last run this statement can see: one numbered after it was queued
+            # by a commit this statement waited for (see _promote_again).
+            locked.append(
+                select(func.max(runs.c.thread_seq))
+                .where(runs.c.thread_id == threads.c.id)
+                .scalar_subquery()
+                .label("seen_seq")
+            )
         return (
             update(threads)
             .where(*conds)
             .values(**values)
             .returning(*threads.c, *locked, *_notify_columns(n_notes))
         )
+
+    def _promote_again(self, conn: Connection, ws: WriteSet, root: Row[Any]) -> Row[Any]:
+        """PostgreSQL: promote a run queued by a commit the root update waited for.
+
+        A statement reads the database as of its start. A root update that
+        promotes the next queued run and waits for the thread's row, held by a
+        commit that queues a run (a Send on a busy thread), then updates the
+        row as that commit left it, but its search for a queued run still
+        cannot see the run the commit added: it would leave the thread idle
+        with that run queued behind nothing. The row it updated tells: its
+        ``next_run_seq`` counts a run the statement did not see. A second
+        statement, which sees every commit before it, promotes again. The
+        common case (the thread has nothing queued) costs no statement.
+        """
+        m = root._mapping
+        seen = m["seen_seq"]
+        if m["active_run_id"] is not None or (seen is not None and seen >= m["next_run_seq"] - 1):
+            return root
+        status = ws.thread is None or ws.thread.status is UNSET
+        stmt = self._stmt(
+            ("promote_again", status),
+            lambda: (
+                update(threads)
+                .where(threads.c.id == bindparam("p_id"))
+                .values(**_promotion(status))
+                .returning(
+                    *threads.c,
+                    func.clock_timestamp().label("locked_at"),
+                    literal_column("NULL").label("seen_seq"),
+                )
+            ),
+        )
+        return conn.execute(stmt, {"p_id": ws.thread_id}).one()
 
     def _event_rows(self, events: Sequence[NewEvent]) -> list[tuple[Any, ...]]:
         """Events as rows of :attr:`_insert_event_rows`.
@@ -1391,6 +1424,24 @@ class Sql:
             .where(runs.c.id == lease.run_id, *fence(lease, now))
             .values(lease_owner=None, lease_expires_at=None, updated_at=now)
         )
+
+
+def _promotion(status: bool) -> dict[str, Any]:
+    """The root's values that make the thread's next queued run active (idle if none).
+
+    ``status``: set the thread's status too (running, or idle without a queued run).
+    """
+    next_queued = (
+        select(runs.c.id)
+        .where(runs.c.thread_id == threads.c.id, runs.c.status == "queued")
+        .order_by(runs.c.thread_seq)
+        .limit(1)
+        .scalar_subquery()
+    )
+    values: dict[str, Any] = {"active_run_id": next_queued}
+    if status:
+        values["status"] = case((next_queued.is_(None), "idle"), else_="running")
+    return values
 
 
 def _active_runs(*also: Any) -> Any:
