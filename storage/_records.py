@@ -379,6 +379,10 @@ class WriteSet:
     expected_status: tuple[str, ...] | None = None
     #: Guard: no message was appended or removed since the caller counted them.
     expected_message_count: int | None = None
+    #: Guard: the thread's active run is this one (None: it has none; UNSET: no
+    #: guard). A write to a queued run takes it so a concurrent promotion of
+    #: that run refuses it, and so that a promotion waiting for it sees it.
+    expected_active_run: str | None | _Sentinel = UNSET
     thread: ThreadPatch | None = None
     append_messages: list[NewMessage] = field(default_factory=list)
     update_messages: list[MessagePatch] = field(default_factory=list)
@@ -417,6 +421,7 @@ class WriteSet:
             or self.expected_private_metadata is not None
             or self.expected_status is not None
             or self.expected_message_count is not None
+            or self.expected_active_run is not UNSET
         )
 
 

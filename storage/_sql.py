@@ -939,6 +939,9 @@ class Sql:
         )
         if ws.expected_message_count is not None:
             params["p_count"] = ws.expected_message_count
+        by_active = ws.expected_active_run is not UNSET
+        if by_active:
+            params["p_active"] = ws.expected_active_run
         if counted:
             params["p_quota"] = ws.max_active_runs - len(ws.insert_runs)
         shape = (
@@ -952,6 +955,7 @@ class Sql:
             now is None,
             len(notes),
             counted,
+            by_active,
         )
         stmt = self._stmt(shape, lambda: self._build_update_root(shape, self.postgres))
         row = conn.execute(stmt, params).first()
@@ -963,7 +967,7 @@ class Sql:
         current = conn.execute(
             self._stmt(
                 "root_guards",
-                lambda: select(threads.c.version, threads.c.status).where(
+                lambda: select(threads.c.version, threads.c.status, threads.c.active_run_id).where(
                     threads.c.id == bindparam("p_id"), threads.c.scope == bindparam("p_scope")
                 ),
             ),
@@ -975,6 +979,8 @@ class Sql:
             raise VersionConflict(ws.thread_id, ws.expected_version, current[0])
         if ws.expected_status is not None and current[1] not in ws.expected_status:
             raise VersionConflict(ws.thread_id, ws.expected_status, current[1])
+        if by_active and current[2] != ws.expected_active_run:
+            raise VersionConflict(ws.thread_id, ws.expected_active_run, current[2])
         raise VersionConflict(ws.thread_id, ws.expected_message_count, "a different message count")
 
     @staticmethod
@@ -990,6 +996,7 @@ class Sql:
             sql_clock,
             n_notes,
             by_quota,
+            by_active,
         ) = shape
         base = bindparam("p_truncate", type_=Integer) if truncate else threads.c.next_position
         values: dict[str, Any] = {
@@ -1019,17 +1026,20 @@ class Sql:
             conds.append(threads.c.next_position == bindparam("p_count"))
         if by_quota:
             conds.append(_active_runs().scalar_subquery() <= bindparam("p_quota", type_=Integer))
+        if by_active:
+            conds.append(threads.c.active_run_id.is_not_distinct_from(bindparam("p_active")))
         # clock_timestamp() in RETURNING is read once the row is locked (now() is
         # the transaction's start, which may precede a change the update waited for).
         locked = [func.clock_timestamp().label("locked_at")] if postgres else []
         if promote and postgres:
-            # The last run this statement can see: one numbered after it was queued
-            # by a commit this statement waited for (see _promote_again).
+            # The version this statement's snapshot shows: not the one it updated
+            # when it waited for a commit that changed the thread (see _promote_again).
+            seen = threads.alias("seen")
             locked.append(
-                select(func.max(runs.c.thread_seq))
-                .where(runs.c.thread_id == threads.c.id)
+                select(seen.c.version)
+                .where(seen.c.id == threads.c.id)
                 .scalar_subquery()
-                .label("seen_seq")
+                .label("seen_version")
             )
         return (
             update(threads)
@@ -1039,21 +1049,20 @@ class Sql:
         )
 
     def _promote_again(self, conn: Connection, ws: WriteSet, root: Row[Any]) -> Row[Any]:
-        """PostgreSQL: promote a run queued by a commit the root update waited for.
+        """PostgreSQL: promote again after waiting for a commit that changed the thread.
 
         A statement reads the database as of its start. A root update that
         promotes the next queued run and waits for the thread's row, held by a
-        commit that queues a run (a Send on a busy thread), then updates the
-        row as that commit left it, but its search for a queued run still
-        cannot see the run the commit added: it would leave the thread idle
-        with that run queued behind nothing. The row it updated tells: its
-        ``next_run_seq`` counts a run the statement did not see. A second
-        statement, which sees every commit before it, promotes again. The
-        common case (the thread has nothing queued) costs no statement.
+        commit that changes the thread's queue (a Send queueing a run, a queued
+        run cancelled: each takes the row), then updates the row as that commit
+        left it, but its search for the next queued run still reads as of
+        before it: it would leave the thread idle with a new run queued behind
+        nothing, or make a cancelled run active. The row tells: the version
+        the statement saw is not the one it updated. A second statement, which
+        sees every commit before it, promotes again. An update that did not
+        wait costs no statement more.
         """
-        m = root._mapping
-        seen = m["seen_seq"]
-        if m["active_run_id"] is not None or (seen is not None and seen >= m["next_run_seq"] - 1):
+        if root._mapping["seen_version"] == root._mapping["version"] - 1:
             return root
         status = ws.thread is None or ws.thread.status is UNSET
         stmt = self._stmt(
@@ -1065,7 +1074,7 @@ class Sql:
                 .returning(
                     *threads.c,
                     func.clock_timestamp().label("locked_at"),
-                    literal_column("NULL").label("seen_seq"),
+                    threads.c.version.label("seen_version"),
                 )
             ),
         )

@@ -267,6 +267,9 @@ class Resolutions(MutationPath):
             update_pending=[PendingActionPatch(id=p.id, status="cancelled") for p in pending],
             update_messages=message_patches,
             events=events,
+            # Refused if the run became (or stopped being) the active one meanwhile:
+            # a queued run a finishing run promoted must be cancelled as active.
+            expected_active_run=thread.active_run_id,
         )
         if active:
             ws.thread = ThreadPatch(active_run_id=PROMOTE_NEXT)
