@@ -14,7 +14,9 @@ again and cancels the run as the active one).
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import asyncpg
 import pytest
@@ -43,65 +45,90 @@ from tests.storage.helpers import (
 )
 
 
-async def _waiting(conn: asyncpg.Connection, count: int) -> None:
-    """Until ``count`` backends wait for a lock."""
-    for _ in range(500):
-        waiting = await conn.fetchval("SELECT count(*) FROM pg_locks WHERE NOT granted")
-        if waiting >= count:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"fewer than {count} backends came to wait for a lock")
+class _Holder:
+    """A connection of its own that holds a row lock, to stop a commit at a chosen point."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self.conn = conn
+        self._held: Any = None
+
+    async def hold(self, sql: str, *args: Any) -> None:
+        """Write ``sql`` in a transaction left open: a commit writing the same key waits."""
+        self._held = self.conn.transaction()
+        await self._held.start()
+        await self.conn.execute(sql, *args)
+
+    async def release(self) -> None:
+        """Roll the held write back: the commit waiting for it goes on."""
+        await self._held.rollback()
+
+    async def waiting(self, count: int) -> None:
+        """Until ``count`` backends wait for a lock."""
+        for _ in range(500):
+            if await self.conn.fetchval("SELECT count(*) FROM pg_locks WHERE NOT granted") >= count:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"fewer than {count} backends came to wait for a lock")
 
 
-async def test_a_finish_waiting_for_a_queueing_send_promotes_its_run(tmp_path: Path) -> None:
+@asynccontextmanager
+async def _contended() -> AsyncIterator[tuple[Store, _Holder]]:
+    """A migrated PostgreSQL store, and a holder on the same schema."""
     async with private_schema() as schema:
         store = Store.open(POSTGRES_URL, schema=schema, pool_size=5)
-        await upgrade(store)
-        blocker = await asyncpg.connect(
+        conn = await asyncpg.connect(
             _asyncpg_dsn(POSTGRES_URL), server_settings={"search_path": schema}
         )
         try:
-            thread_id = await make_thread(store)
-            await start_run(store, thread_id)
-            active = await claim(store)
-            # Another request holds the key the Send stores its result under, so the
-            # Send stops after its update of the thread, holding the thread's row.
-            key = "send:held"
-            blocking = blocker.transaction()
-            await blocking.start()
-            await blocker.execute(
-                "INSERT INTO idempotency_keys (scope, key, fingerprint, result, created_at)"
-                " VALUES ($1, $2, 'other', '{}', now())",
-                SCOPE,
-                key,
-            )
-            queued = new_id("run")
-            send = asyncio.create_task(
-                store.commit(
-                    WriteSet(
-                        scope=SCOPE,
-                        thread_id=thread_id,
-                        expected_status=("running", "waiting"),
-                        insert_runs=[
-                            NewRun(id=queued, status="queued", initiator="send", operation="send")
-                        ],
-                        idempotency=IdempotencyRecord(key=key, fingerprint="f", result={}),
-                    )
+            await upgrade(store)
+            yield store, _Holder(conn)
+        finally:
+            await conn.close()
+            await store.close()
+
+
+#: An event the stopped commit logs, written first by the holder.
+HELD_EVENT = "INSERT INTO run_events (run_id, seq, created_at) VALUES ($1, 1, now())"
+
+
+async def test_a_finish_waiting_for_a_queueing_send_promotes_its_run() -> None:
+    async with _contended() as (store, holder):
+        thread_id = await make_thread(store)
+        await start_run(store, thread_id)
+        active = await claim(store)
+        # Another request holds the key the Send stores its result under, so the
+        # Send stops after its update of the thread, holding the thread's row.
+        key = "send:held"
+        await holder.hold(
+            "INSERT INTO idempotency_keys (scope, key, fingerprint, result, created_at)"
+            " VALUES ($1, $2, 'other', '{}', now())",
+            SCOPE,
+            key,
+        )
+        queued = new_id("run")
+        send = asyncio.create_task(
+            store.commit(
+                WriteSet(
+                    scope=SCOPE,
+                    thread_id=thread_id,
+                    expected_status=("running", "waiting"),
+                    insert_runs=[
+                        NewRun(id=queued, status="queued", initiator="send", operation="send")
+                    ],
+                    idempotency=IdempotencyRecord(key=key, fingerprint="f", result={}),
                 )
             )
-            await _waiting(blocker, 1)
-            # The finish comes to wait for the thread's row the Send holds.
-            finish = asyncio.create_task(store.commit(finish_and_promote(active, thread_id)))
-            await _waiting(blocker, 2)
-            await blocking.rollback()
-            await send
-            await finish
-            thread = await store.get_thread(SCOPE, thread_id)
-            assert thread is not None
-            assert (thread.status, thread.active_run_id) == ("running", queued)
-        finally:
-            await blocker.close()
-            await store.close()
+        )
+        await holder.waiting(1)
+        # The finish comes to wait for the thread's row the Send holds.
+        finish = asyncio.create_task(store.commit(finish_and_promote(active, thread_id)))
+        await holder.waiting(2)
+        await holder.release()
+        await send
+        await finish
+        thread = await store.get_thread(SCOPE, thread_id)
+        assert thread is not None
+        assert (thread.status, thread.active_run_id) == ("running", queued)
 
 
 def _cancel(thread_id: str, run_id: str, active: str | None, *events: NewEvent) -> WriteSet:
@@ -125,82 +152,55 @@ def _cancel(thread_id: str, run_id: str, active: str | None, *events: NewEvent) 
     )
 
 
-async def test_a_cancel_that_a_waiting_finish_follows_is_not_promoted(tmp_path: Path) -> None:
+async def test_a_cancel_that_a_waiting_finish_follows_is_not_promoted() -> None:
     # The cancel holds the thread's row; the finish waits for it, then promotes.
-    async with private_schema() as schema:
-        store = Store.open(POSTGRES_URL, schema=schema, pool_size=5)
-        await upgrade(store)
-        blocker = await asyncpg.connect(
-            _asyncpg_dsn(POSTGRES_URL), server_settings={"search_path": schema}
+    async with _contended() as (store, holder):
+        thread_id = await make_thread(store)
+        first = await start_run(store, thread_id)
+        active = await claim(store)
+        cancelled, after = await queue_run(store, thread_id), await queue_run(store, thread_id)
+        # The cancel stops after its update of the thread: an event it logs is held.
+        await holder.hold(HELD_EVENT, cancelled)
+        cancel = asyncio.create_task(
+            store.commit(_cancel(thread_id, cancelled, first, event(cancelled, 1)))
         )
-        try:
-            thread_id = await make_thread(store)
-            first = await start_run(store, thread_id)
-            active = await claim(store)
-            cancelled, after = await queue_run(store, thread_id), await queue_run(store, thread_id)
-            # The cancel stops after its update of the thread: an event it logs is held.
-            blocking = blocker.transaction()
-            await blocking.start()
-            await blocker.execute(
-                "INSERT INTO run_events (run_id, seq, created_at) VALUES ($1, 1, now())",
-                cancelled,
-            )
-            cancel = asyncio.create_task(
-                store.commit(_cancel(thread_id, cancelled, first, event(cancelled, 1)))
-            )
-            await _waiting(blocker, 1)
-            finish = asyncio.create_task(store.commit(finish_and_promote(active, thread_id)))
-            await _waiting(blocker, 2)
-            await blocking.rollback()
-            await cancel
-            await finish
-            thread = await store.get_thread(SCOPE, thread_id)
-            assert thread is not None
-            assert (thread.status, thread.active_run_id) == ("running", after)
-        finally:
-            await blocker.close()
-            await store.close()
+        await holder.waiting(1)
+        finish = asyncio.create_task(store.commit(finish_and_promote(active, thread_id)))
+        await holder.waiting(2)
+        await holder.release()
+        await cancel
+        await finish
+        thread = await store.get_thread(SCOPE, thread_id)
+        assert thread is not None
+        assert (thread.status, thread.active_run_id) == ("running", after)
 
 
-async def test_a_cancel_that_follows_a_promotion_of_its_run_is_refused(tmp_path: Path) -> None:
+async def test_a_cancel_that_follows_a_promotion_of_its_run_is_refused() -> None:
     # The finish holds the thread's row, having promoted the run being cancelled.
-    async with private_schema() as schema:
-        store = Store.open(POSTGRES_URL, schema=schema, pool_size=5)
-        await upgrade(store)
-        blocker = await asyncpg.connect(
-            _asyncpg_dsn(POSTGRES_URL), server_settings={"search_path": schema}
-        )
-        try:
-            thread_id = await make_thread(store)
-            first = await start_run(store, thread_id)
-            active = await claim(store)
-            nxt = await queue_run(store, thread_id)
-            # The finish stops after its update of the thread: an event it logs is held.
-            blocking = blocker.transaction()
-            await blocking.start()
-            await blocker.execute(
-                "INSERT INTO run_events (run_id, seq, created_at) VALUES ($1, 1, now())", first
-            )
-            ws = finish_and_promote(active, thread_id)
-            ws.events = [event(first, 1)]
-            finish = asyncio.create_task(store.commit(ws))
-            await _waiting(blocker, 1)
-            # The cancel read the thread before the promotion: it expects the old run active.
-            cancel = asyncio.create_task(store.commit(_cancel(thread_id, nxt, first)))
-            await _waiting(blocker, 2)
-            await blocking.rollback()
-            await finish
-            with pytest.raises(VersionConflict):
-                await cancel
-            thread = await store.get_thread(SCOPE, thread_id)
-            run = await store.get_run(SCOPE, nxt)
-            assert thread is not None
-            assert run is not None
-            # Consistent: the promoted run is active and still to run (CancelRun looks again).
-            assert (thread.status, thread.active_run_id, run.status) == ("running", nxt, "queued")
-        finally:
-            await blocker.close()
-            await store.close()
+    async with _contended() as (store, holder):
+        thread_id = await make_thread(store)
+        first = await start_run(store, thread_id)
+        active = await claim(store)
+        nxt = await queue_run(store, thread_id)
+        # The finish stops after its update of the thread: an event it logs is held.
+        await holder.hold(HELD_EVENT, first)
+        ws = finish_and_promote(active, thread_id)
+        ws.events = [event(first, 1)]
+        finish = asyncio.create_task(store.commit(ws))
+        await holder.waiting(1)
+        # The cancel read the thread before the promotion: it expects the old run active.
+        cancel = asyncio.create_task(store.commit(_cancel(thread_id, nxt, first)))
+        await holder.waiting(2)
+        await holder.release()
+        await finish
+        with pytest.raises(VersionConflict):
+            await cancel
+        thread = await store.get_thread(SCOPE, thread_id)
+        run = await store.get_run(SCOPE, nxt)
+        assert thread is not None
+        assert run is not None
+        # Consistent: the promoted run is active and still to run (CancelRun looks again).
+        assert (thread.status, thread.active_run_id, run.status) == ("running", nxt, "queued")
 
 
 async def test_the_active_run_guard_on_each_backend(store: Store) -> None:
