@@ -24,6 +24,7 @@ from storage._engine import Engines, create_engines
 from storage._json import JsonObject
 from storage._listen import Listener
 from storage._records import (
+    PROMOTE_NEXT,
     ClaimedRun,
     CommitResult,
     EventRecord,
@@ -35,6 +36,7 @@ from storage._records import (
     Page,
     PendingActionRecord,
     RunRecord,
+    ThreadPatch,
     ThreadRecord,
     WriteSet,
 )
@@ -336,7 +338,7 @@ class Store:
                         await conn.commit()
 
     async def sweep(self, policy: RetentionPolicy, *, encode_marker: MarkerEncoder) -> SweepReport:
-        """One retention pass: compaction, key expiry, idle threads, in bounded batches.
+        """One retention pass: compaction, key expiry, idle threads and stuck queues, in batches.
 
         Each batch is one short transaction; the pass runs while it holds
         :meth:`sweep_lock`, and reports ``ran=False`` if another sweeper has it.
@@ -390,7 +392,41 @@ class Store:
                     report.deleted_threads += n
                     if n < limit:
                         break
+            report.repaired_queues = await self._repair_queues(rows)
         return report
+
+    async def _repair_queues(self, limit: int) -> int:
+        """Promote the next queued run of threads whose queue nothing would move.
+
+        Each repair is a guarded commit of the state found (still idle, or the
+        same ended run still active), so a thread a commit changed meanwhile is
+        left to that commit. A repair is an anomaly: each is logged.
+        """
+        broken = await self._engines.read(lambda c: self._sql.broken_queues(c, limit), heavy=True)
+        repaired = 0
+        for scope, thread_id, active in broken:
+            ws = WriteSet(
+                scope=scope,
+                thread_id=thread_id,
+                expected_active_run=active,
+                thread=ThreadPatch(active_run_id=PROMOTE_NEXT),
+            )
+            if active is None:
+                ws.expected_status = ("idle",)
+            try:
+                result = await self.commit(ws)
+            except VersionConflict:
+                continue  # it moved: whatever moved it keeps the queue
+            repaired += 1
+            after = result.thread
+            log.warning(
+                "thread %s: its queue was stuck (active run %s); now %s, active run %s",
+                thread_id,
+                active,
+                after.status if after else "?",
+                after.active_run_id if after else None,
+            )
+        return repaired
 
     async def _sweep_batch(self, fn: Callable[[Connection], T], rest: float) -> T:
         started = time.perf_counter()

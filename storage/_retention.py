@@ -88,6 +88,8 @@ class SweepReport:
     removed_events: int = 0
     expired_keys: int = 0
     deleted_threads: int = 0
+    #: Threads whose stuck queue the pass set moving again (see Store.sweep).
+    repaired_queues: int = 0
     batches: int = 0
 
     def __str__(self) -> str:
@@ -96,7 +98,8 @@ class SweepReport:
         return (
             f"compacted {self.compacted_runs} run(s) ({self.removed_events} event(s) removed), "
             f"expired {self.expired_keys} idempotency key(s), "
-            f"deleted {self.deleted_threads} idle thread(s), in {self.batches} batch(es)"
+            f"deleted {self.deleted_threads} idle thread(s), "
+            f"repaired {self.repaired_queues} stuck queue(s), in {self.batches} batch(es)"
         )
 
 

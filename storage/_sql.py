@@ -1313,6 +1313,38 @@ class Sql:
             if result.rowcount != 1:
                 raise StateConflict("pending action", pp.id, "is not open")
 
+    def broken_queues(self, conn: Connection, limit: int) -> list[tuple[str, str, str | None]]:
+        """Threads whose queue no commit will move: (scope, thread id, active run id).
+
+        Idle with a queued run (nothing promotes it), or running or waiting with
+        an active run that ended (no runner takes it). No commit leaves either
+        behind; promotions that raced a queue change before the fix of
+        :meth:`_promote_again` did, on PostgreSQL.
+        """
+        active = runs.alias("active")
+        idle = (
+            select(threads.c.scope, threads.c.id, threads.c.active_run_id)
+            .where(
+                threads.c.status == "idle",
+                select(runs.c.id)
+                .where(runs.c.thread_id == threads.c.id, runs.c.status == "queued")
+                .exists(),
+            )
+            .limit(limit)
+        )
+        ended = (
+            select(threads.c.scope, threads.c.id, threads.c.active_run_id)
+            .select_from(threads.join(active, active.c.id == threads.c.active_run_id))
+            .where(
+                _one_of(threads.c.status, ("running", "waiting")),
+                active.c.status.not_in(QUOTA_RUN_STATUSES),
+            )
+            .limit(limit)
+        )
+        found = [tuple(r) for r in conn.execute(idle).all()]
+        found += [tuple(r) for r in conn.execute(ended).all()]
+        return found[:limit]
+
     def delete_thread(
         self, conn: Connection, scope: str, thread_id: str, expected_version: int | None
     ) -> None:

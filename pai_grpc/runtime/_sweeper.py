@@ -63,7 +63,12 @@ class Sweeper:
             ):
                 if rows:
                     self._metrics.retention_removed.add(rows, {"kind": kind})
-        if report.ran and (report.compacted_runs or report.expired_keys or report.deleted_threads):
+        if report.ran and (
+            report.compacted_runs
+            or report.expired_keys
+            or report.deleted_threads
+            or report.repaired_queues
+        ):
             log.info("sweep: %s", report)
         return report
 

@@ -27,6 +27,7 @@ from storage import (
     IdempotencyRecord,
     NewEvent,
     NewRun,
+    RetentionPolicy,
     RunUpdate,
     Store,
     VersionConflict,
@@ -215,3 +216,46 @@ async def test_the_active_run_guard_on_each_backend(store: Store) -> None:
     await store.commit(_cancel(thread_id, nxt, first))
     assert (run := await store.get_run(SCOPE, nxt)) is not None
     assert run.status == "cancelled"
+
+
+#: A sweep that removes nothing: only the queue repair has work.
+NOTHING_TO_REMOVE = RetentionPolicy(events_after_terminal=None, idempotency_ttl=None)
+
+
+async def test_a_sweep_sets_stuck_queues_moving(store: Store) -> None:
+    # Left behind by the races above before their fix: an idle thread with a
+    # queued run, and a running thread whose active run was cancelled.
+    idle = await make_thread(store)
+    stranded = new_id("run")
+    await store.commit(
+        WriteSet(
+            scope=SCOPE,
+            thread_id=idle,
+            insert_runs=[NewRun(id=stranded, status="queued", initiator="send", operation="send")],
+        )
+    )
+    stuck = await make_thread(store)
+    ended = await start_run(store, stuck)
+    behind = await queue_run(store, stuck)
+    await store.commit(
+        WriteSet(
+            scope=SCOPE,
+            thread_id=stuck,
+            update_runs=[
+                RunUpdate(id=ended, status="cancelled", outcome="cancelled", ended_at=NOW)
+            ],
+        )
+    )
+    healthy = await make_thread(store)
+    await start_run(store, healthy)
+    before = await store.get_thread(SCOPE, healthy)
+    report = await store.sweep(NOTHING_TO_REMOVE, encode_marker=lambda m: b"")
+    assert report.repaired_queues == 2
+    for thread_id, run_id in ((idle, stranded), (stuck, behind)):
+        thread = await store.get_thread(SCOPE, thread_id)
+        assert thread is not None
+        assert (thread.status, thread.active_run_id) == ("running", run_id)
+    assert await store.get_thread(SCOPE, healthy) == before
+    # The promoted runs are the ones a runner takes.
+    assert {(await claim(store)).run.id, (await claim(store)).run.id} == {stranded, behind}
+    assert (await store.sweep(NOTHING_TO_REMOVE, encode_marker=lambda m: b"")).repaired_queues == 0
