@@ -226,14 +226,7 @@ async def test_a_sweep_sets_stuck_queues_moving(store: Store) -> None:
     # Left behind by the races above before their fix: an idle thread with a
     # queued run, and a running thread whose active run was cancelled.
     idle = await make_thread(store)
-    stranded = new_id("run")
-    await store.commit(
-        WriteSet(
-            scope=SCOPE,
-            thread_id=idle,
-            insert_runs=[NewRun(id=stranded, status="queued", initiator="send", operation="send")],
-        )
-    )
+    stranded = await queue_run(store, idle)  # queued on an idle thread: nothing promotes it
     stuck = await make_thread(store)
     ended = await start_run(store, stuck)
     behind = await queue_run(store, stuck)
