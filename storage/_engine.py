@@ -39,6 +39,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import NullPool
 
+from storage._direct import direct_execute
 from storage._json import load_stored_json
 from storage._retry import is_outage, is_patient, outage_delay
 from storage.errors import Unavailable
@@ -118,7 +119,10 @@ def _sqlite_engine(url: URL, *, immediate: bool, pool_size: int, inline: bool = 
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        # On the driver (see storage._direct): Core's execution of a fixed statement
+        # cost more than SQLite's work. A locked database still raises Core's
+        # OperationalError, which moves the write to the writer thread.
+        direct_execute(conn, "BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     return engine
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -43,6 +43,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 
+from storage._direct import DirectStatement, direct_execute
 from storage._json import JsonValue
 from storage._pages import decode_position_cursor, decode_time_id_cursor, encode_page_token
 from storage._records import (
@@ -237,7 +238,11 @@ class _DriverInsert:
 
     def rows(self, conn: Connection, rows: list[tuple[Any, ...]]) -> None:
         """Insert ``rows``: values in column order, already as the driver takes them."""
-        conn.exec_driver_sql(self.sql, rows if len(rows) > 1 else rows[0])
+        # Straight to the driver (see storage._direct): nothing here needs Core's execution.
+        if len(rows) > 1 or not self.postgres:
+            direct_execute(conn, self.sql, rows, many=True)
+        else:
+            direct_execute(conn, self.sql, rows[0])
 
     def values(self, count: int, first: int) -> str:
         """PostgreSQL: the insert of ``count`` rows, bound from ``$first`` on."""
@@ -332,7 +337,7 @@ def _insert_group(
                 params.extend(row)
         else:
             params.extend(zip(*rows, strict=True))
-    conn.exec_driver_sql(sql, tuple(params))
+    direct_execute(conn, sql, tuple(params))
 
 
 def _sqlite_time(value: datetime | None) -> str | None:
@@ -346,6 +351,7 @@ class Sql:
         self.dialect = dialect
         self.postgres = dialect == "postgresql"
         self._cache: dict[Hashable, Any] = {}
+        self._direct: dict[int, tuple[Any, DirectStatement | None]] = {}
         self._insert_run_rows = _DriverInsert.of(runs, RunRecord, self.postgres)
         self._insert_message_rows = _DriverInsert.of(messages, MessageRecord, self.postgres)
         self._insert_event_rows = _DriverInsert(
@@ -361,6 +367,20 @@ class Sql:
             stmt = self._cache[key] = build()
         return stmt
 
+    def _execute(self, conn: Connection, stmt: Any, params: Mapping[str, Any]) -> Any:
+        """Execute ``stmt``, one of :meth:`_stmt`'s, with ``params``.
+
+        It goes straight to the driver, compiled once (see :mod:`storage._direct`);
+        its result reads as Core's does.
+        """
+        # Keyed by identity: every statement here lives in _cache for good, and
+        # the entry holds it, so its id is never reused by another.
+        entry = self._direct.get(id(stmt))
+        if entry is None:
+            entry = self._direct[id(stmt)] = (stmt, DirectStatement.compile(stmt, conn.dialect))
+        direct = entry[1]
+        return conn.execute(stmt, params) if direct is None else direct.execute(conn, params)
+
     # ---- helpers -----------------------------------------------------------
 
     def now(self, conn: Connection) -> datetime:
@@ -373,7 +393,7 @@ class Sql:
         """
         if self.postgres:
             stmt = self._stmt("now", lambda: select(func.now()))
-            return required(conn.execute(stmt).scalar_one())
+            return required(self._execute(conn, stmt, {}).scalar_one())
         return datetime.now(UTC)
 
     def _lock(self, stmt: Any) -> Any:
@@ -386,7 +406,7 @@ class Sql:
                 messages.c.thread_id == bindparam("p_thread"), messages.c.id == bindparam("p_id")
             ),
         )
-        pos = conn.execute(stmt, {"p_thread": thread_id, "p_id": message_id}).scalar()
+        pos = self._execute(conn, stmt, {"p_thread": thread_id, "p_id": message_id}).scalar()
         if pos is None:
             raise NotFound("message", message_id)
         return int(pos)
@@ -398,7 +418,7 @@ class Sql:
                 threads.c.id == bindparam("p_id"), threads.c.scope == bindparam("p_scope")
             ),
         )
-        found = conn.execute(stmt, {"p_id": thread_id, "p_scope": scope}).first()
+        found = self._execute(conn, stmt, {"p_id": thread_id, "p_scope": scope}).first()
         if found is None:
             raise NotFound("thread", thread_id)
 
@@ -406,7 +426,9 @@ class Sql:
 
     def get_thread(self, conn: Connection, scope: str, thread_id: str) -> ThreadRecord | None:
         """A thread of ``scope``."""
-        row = conn.execute(self._thread_stmt(), {"p_id": thread_id, "p_scope": scope}).first()
+        row = self._execute(
+            conn, self._thread_stmt(), {"p_id": thread_id, "p_scope": scope}
+        ).first()
         return thread_record(row) if row else None
 
     def _thread_stmt(self) -> Any:
@@ -505,7 +527,9 @@ class Sql:
         ``from_position`` skips messages a caller already holds (valid while
         the head's ``history_epoch`` is unchanged).
         """
-        row = conn.execute(self._thread_stmt(), {"p_id": thread_id, "p_scope": scope}).first()
+        row = self._execute(
+            conn, self._thread_stmt(), {"p_id": thread_id, "p_scope": scope}
+        ).first()
         if row is None:
             raise NotFound("thread", thread_id)
         head = thread_record(row)
@@ -523,7 +547,7 @@ class Sql:
             ),
         )
         params = {"p_thread": thread_id, "p_count": head.message_count, "p_from": from_position}
-        return head, [message_record(r) for r in conn.execute(stmt, params).all()]
+        return head, [message_record(r) for r in self._execute(conn, stmt, params).all()]
 
     def get_messages(
         self, conn: Connection, scope: str, thread_id: str, message_ids: Sequence[str]
@@ -542,7 +566,7 @@ class Sql:
             ),
         )
         params = {"p_thread": thread_id, "p_ids": list(message_ids)}
-        return [message_record(r) for r in conn.execute(stmt, params).all()]
+        return [message_record(r) for r in self._execute(conn, stmt, params).all()]
 
     def get_run(self, conn: Connection, scope: str, run_id: str) -> RunRecord | None:
         """A run of ``scope``."""
@@ -552,7 +576,7 @@ class Sql:
                 runs.c.id == bindparam("p_id"), runs.c.scope == bindparam("p_scope")
             ),
         )
-        row = conn.execute(stmt, {"p_id": run_id, "p_scope": scope}).first()
+        row = self._execute(conn, stmt, {"p_id": run_id, "p_scope": scope}).first()
         return run_record(row) if row else None
 
     def list_runs(
@@ -606,7 +630,7 @@ class Sql:
             ),
         )
         params = {"p_run": run_id, "p_scope": scope, "p_after": after_seq, "p_limit": limit}
-        return [event_record(r) for r in conn.execute(stmt, params).all()]
+        return [event_record(r) for r in self._execute(conn, stmt, params).all()]
 
     def get_idempotency(self, conn: Connection, scope: str, key: str) -> IdempotencyRecord | None:
         """The stored result of request ``key``."""
@@ -617,7 +641,7 @@ class Sql:
                 idempotency_keys.c.key == bindparam("p_key"),
             ),
         )
-        row = conn.execute(stmt, {"p_scope": scope, "p_key": key}).first()
+        row = self._execute(conn, stmt, {"p_scope": scope, "p_key": key}).first()
         if row is None:
             return None
         m = row._mapping
@@ -772,7 +796,7 @@ class Sql:
         # statement_timestamp(): this statement began after the lock was granted.
         clock = [func.statement_timestamp()] if self.postgres else []
         stmt = self._stmt("active_runs_in_scope", lambda: _active_runs(*clock))
-        row = conn.execute(stmt, {"p_scope": ws.scope}).one()
+        row = self._execute(conn, stmt, {"p_scope": ws.scope}).one()
         self._refuse_past_quota(ws, int(row[0]))
         return required(row[1]) if self.postgres else datetime.now(UTC)
 
@@ -783,7 +807,8 @@ class Sql:
 
     def _lock_scope(self, conn: Connection, scope: str) -> None:
         """PostgreSQL: serialise the commits that create runs in ``scope`` (see the quota)."""
-        conn.execute(
+        self._execute(
+            conn,
             self._stmt(
                 "scope_quota_lock",
                 lambda: select(func.pg_advisory_xact_lock(bindparam("p_key", type_=BigInteger))),
@@ -803,7 +828,7 @@ class Sql:
             stmt = self._stmt(("notify", n), partial(_notify_stmt, n))
             params: dict[str, Any] = {}
             _notify_params(batch, params)
-            conn.execute(stmt, params)
+            self._execute(conn, stmt, params)
 
     def _create_thread(self, conn: Connection, ws: WriteSet, now: datetime) -> CommitResult:
         nt = ws.new_thread
@@ -958,13 +983,16 @@ class Sql:
             by_active,
         )
         stmt = self._stmt(shape, lambda: self._build_update_root(shape, self.postgres))
-        row = conn.execute(stmt, params).first()
+        row = self._execute(conn, stmt, params).first()
         if row is not None:
             return self._promote_again(conn, ws, row) if promote and self.postgres else row
         if counted:
             active = self._stmt("active_runs", _active_runs)
-            self._refuse_past_quota(ws, conn.execute(active, {"p_scope": ws.scope}).scalar_one())
-        current = conn.execute(
+            self._refuse_past_quota(
+                ws, self._execute(conn, active, {"p_scope": ws.scope}).scalar_one()
+            )
+        current = self._execute(
+            conn,
             self._stmt(
                 "root_guards",
                 lambda: select(threads.c.version, threads.c.status, threads.c.active_run_id).where(
@@ -1078,7 +1106,8 @@ class Sql:
                 )
             ),
         )
-        return conn.execute(stmt, {"p_id": ws.thread_id}).one()
+        row: Row[Any] = self._execute(conn, stmt, {"p_id": ws.thread_id}).one()
+        return row
 
     def _event_rows(self, events: Sequence[NewEvent]) -> list[tuple[Any, ...]]:
         """Events as rows of :attr:`_insert_event_rows`.
@@ -1176,13 +1205,14 @@ class Sql:
         )
         stmt = self._stmt(shape, lambda: self._build_update_run(shape))
         if server_clock:
-            row = conn.execute(stmt, params).first()
+            row = self._execute(conn, stmt, params).first()
             if row is not None:
                 return required(row[0])
-        elif conn.execute(stmt, params).rowcount == 1:
+        elif self._execute(conn, stmt, params).rowcount == 1:
             assert now is not None
             return now
-        exists = conn.execute(
+        exists = self._execute(
+            conn,
             self._stmt(
                 "run_status",
                 lambda: select(runs.c.status).where(
@@ -1388,7 +1418,7 @@ class Sql:
             params["p_lease"] = float(lease_seconds)
         else:
             params["p_expires"] = now + timedelta(seconds=lease_seconds)
-        row = conn.execute(self._stmt("claim", self._build_claim), params).first()
+        row = self._execute(conn, self._stmt("claim", self._build_claim), params).first()
         if row is None:
             return None
         run = run_record(row)
