@@ -361,7 +361,8 @@ class ConfigFile(Table):
     memory: MemoryTable = Field(default_factory=MemoryTable, description="Memory bounds.")
     tls: ServerTlsTable | None = Field(None, description="TLS of the API port (default: none).")
     server: ServerTable = Field(
-        default_factory=ServerTable, description="Keepalive and connection age of the API port."
+        default_factory=ServerTable,
+        description="Keepalive and connection age of the API port, and the event loop.",
     )
     limits: LimitsTable = Field(default_factory=LimitsTable, description="Per-scope limits.")
     retention: RetentionTable = Field(

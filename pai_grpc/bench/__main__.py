@@ -7,7 +7,6 @@ baseline taken moments earlier on the same machine are what to compare.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from pai_grpc.bench import (
     _telemetry,
 )
 from pai_grpc.bench._common import Report, postgres_reachable
+from pai_grpc.cli import loop_runner
 
 SECTIONS = {
     "storage": _storage.run,
@@ -63,7 +63,11 @@ def cli() -> int:
     if unknown:
         parser.error(f"unknown sections {unknown}; choose from {list(SECTIONS)}")
     logging.basicConfig(level=logging.WARNING)
-    return asyncio.run(main(ns.sections or list(SECTIONS), ns.backend or ["sqlite", "postgresql"]))
+    # On the loop `pai-grpc serve` runs on by default: the baselines measured in this
+    # process (the bare SDK, the in-process servers) get what the served process gets.
+    return loop_runner("auto")(
+        main(ns.sections or list(SECTIONS), ns.backend or ["sqlite", "postgresql"])
+    )
 
 
 if __name__ == "__main__":
