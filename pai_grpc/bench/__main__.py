@@ -6,6 +6,12 @@ baseline taken moments earlier on the same machine are what to compare.
 
 from __future__ import annotations
 
+import os
+
+# Before gRPC loads: uvloop starts the load generators and servers with fork(),
+# and gRPC logs every fork in a process that uses it (INFO), which buried the report.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
 import argparse
 import logging
 import sys
