@@ -81,9 +81,12 @@ def _interrupted(conn: Connection, error: BaseException) -> None:
 
     A cancelled task (a run whose lease was lost is cancelled mid-commit), a
     timeout around it or an interrupt leave the connection in an unknown
-    state: on PostgreSQL a query may still be in flight in the middle of a
-    transaction. Returned to the pool as it is, the next transaction would
-    run on it. Invalidated, it is closed and the pool opens a fresh one.
+    state. On PostgreSQL the asyncpg adapter begins a transaction with the
+    first statement: cancelled once BEGIN was sent but before the adapter
+    recorded it, the rollback that follows does nothing, and the pooled
+    connection stayed idle in a transaction nobody knew of (its next user's
+    work ran inside it). Invalidated, it is closed and the pool opens a
+    fresh one.
     """
     if is_exit_exception(error) and not conn.invalidated:
         conn.invalidate(error)
