@@ -1,9 +1,8 @@
 """The provider's SQL, written once against SQLAlchemy's synchronous Connection.
 
 Every public method here is one unit of work inside one transaction. The
-provider runs it on a dedicated SQLite thread (one thread hop per
-transaction) or through ``AsyncConnection.run_sync`` over asyncpg on
-PostgreSQL. Nothing here interprets agent data: write sets are applied
+provider runs it inline or on a SQLite thread, or in one greenlet per
+transaction over asyncpg on PostgreSQL (see ``storage/_engine.py``). Nothing here interprets agent data: write sets are applied
 mechanically, guarded by scope, version/status/message-count CAS and lease
 fencing.
 """
