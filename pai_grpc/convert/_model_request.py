@@ -43,7 +43,7 @@ from pai_grpc.convert._model import (
 )
 from pai_grpc.convert._parts import part_from_proto, part_to_proto
 from pai_grpc.domain import ModelSettings, ToolChoice, ToolManifestEntry
-from pai_grpc.lifecycle import AssistantResponse, ModelStepRequest
+from pai_grpc.lifecycle import AbortSignal, AssistantResponse, ModelStepRequest
 from pai_grpc.models import LanguageModel, model_name
 
 #: Resolves a ``provider:model-id`` string to a model.
@@ -89,8 +89,15 @@ def model_settings_to_proto(settings: ModelSettings) -> model_pb2.ModelSettings:
     )
 
 
+#: Settings with nothing set (immutable, so one instance serves every empty message).
+_NO_SETTINGS = ModelSettings()
+
+
 def model_settings_from_proto(pb: model_pb2.ModelSettings) -> ModelSettings:
     """Convert proto settings; unset fields (and empty ``stop_sequences``) become ``None``."""
+    if not pb.ListFields():
+        # Most requests set none: skip nine presence checks and a validation.
+        return _NO_SETTINGS
     return ModelSettings(
         max_output_tokens=pb.max_output_tokens if pb.HasField("max_output_tokens") else None,
         temperature=pb.temperature if pb.HasField("temperature") else None,
@@ -238,13 +245,19 @@ def model_step_request_to_proto(request: ModelStepRequest) -> model_pb2.ModelSte
 
 
 def model_step_request_from_proto(
-    pb: model_pb2.ModelStepRequest, resolve_model: ResolveModel
+    pb: model_pb2.ModelStepRequest,
+    resolve_model: ResolveModel,
+    *,
+    runtime_context: Any = None,
+    signal: AbortSignal | None = None,
 ) -> ModelStepRequest:
-    """Convert a ``pai.v1.ModelStepRequest``; runtime-only fields keep their defaults.
+    """Convert a ``pai.v1.ModelStepRequest``; runtime-only fields are not on the wire.
 
     Args:
         pb: The proto request.
         resolve_model: Turns the ``provider:model-id`` string into a model.
+        runtime_context: The receiver's runtime context for the request.
+        signal: The receiver's abort signal for the request.
 
     Raises:
         ValueError: ``model`` is empty or cannot be resolved, or a message,
@@ -262,6 +275,8 @@ def model_step_request_from_proto(
         tool_choice=tool_choice_from_proto(pb.tool_choice),
         model_settings=model_settings_from_proto(pb.model_settings),
         provider_options=object_from_proto(pb, "provider_options"),
+        runtime_context=runtime_context,
+        signal=signal,
     )
 
 

@@ -564,10 +564,8 @@ def _prefetches(lifecycle: AgentLifecycle) -> bool:
 def _request(wire: Any, runtime_context: JsonObject | None) -> ModelStepRequest:
     """A model-step request from the wire, with the runtime context of the hook call."""
     # The plugin's own signal for this hook call (the runtime's cannot cross the wire).
-    return replace(
-        model_step_request_from_proto(wire, ModelRef.parse),
-        signal=AbortSignal(),
-        runtime_context=runtime_context,
+    return model_step_request_from_proto(
+        wire, ModelRef.parse, runtime_context=runtime_context, signal=AbortSignal()
     )
 
 
