@@ -2,9 +2,9 @@
 
 Every public method here is one unit of work inside one transaction. The
 provider runs it inline or on a SQLite thread, or in one greenlet per
-transaction over asyncpg on PostgreSQL (see ``storage/_engine.py``). Nothing here interprets agent data: write sets are applied
-mechanically, guarded by scope, version/status/message-count CAS and lease
-fencing.
+transaction over asyncpg on PostgreSQL (see ``storage/_engine.py``).
+Nothing here interprets agent data: write sets are applied mechanically,
+guarded by scope, version/status/message-count CAS and lease fencing.
 """
 
 from __future__ import annotations
