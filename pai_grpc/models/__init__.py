@@ -10,6 +10,7 @@ from pai_grpc.models._protocol import LanguageModel, ModelCall
 from pai_grpc.models._prune import prune_reasoning
 from pai_grpc.models._scripted import (
     OFFLINE_NOTICE,
+    HeldStep,
     OfflineModel,
     Script,
     ScriptedModel,
@@ -29,6 +30,7 @@ from pai_grpc.models._selection import (
 __all__ = [
     "OFFLINE_NOTICE",
     "REASONING_FILE_KEY",
+    "HeldStep",
     "LanguageModel",
     "ModelCall",
     "ModelRegistry",

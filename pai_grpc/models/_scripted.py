@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeAlias
 
 from pai_grpc.domain import (
@@ -26,8 +27,24 @@ from pai_grpc.domain import (
 from pai_grpc.errors import ModelError
 from pai_grpc.models._protocol import ModelCall
 
-#: One scripted step: a reply text, an explicit chunk list, or an error to raise.
-ScriptStep: TypeAlias = str | Sequence[StepStreamChunk] | ModelError
+
+@dataclass(frozen=True)
+class HeldStep:
+    """A scripted reply that stops mid-stream until ``release`` is set.
+
+    It streams its text start and first ``streamed`` deltas, waits for
+    ``release``, then streams the rest. Tests that act while a run is in the
+    middle of a step (cancel it, queue behind it, steer it) hold it there
+    instead of racing a chunk delay, which a loaded machine can lose.
+    """
+
+    text: str
+    release: asyncio.Event
+    streamed: int = 1
+
+
+#: One scripted step: a reply text, an explicit chunk list, a held reply, or an error to raise.
+ScriptStep: TypeAlias = str | Sequence[StepStreamChunk] | HeldStep | ModelError
 Script: TypeAlias = Sequence[ScriptStep] | Callable[[ModelCall], ScriptStep]
 
 
@@ -147,13 +164,20 @@ class ScriptedModel:
         step = self._next_step(call)
         if isinstance(step, ModelError):
             raise step
+        if isinstance(step, HeldStep):
+            # The text start and the first deltas, then the hold.
+            return self._emit(text_step(step.text), hold=(step.streamed + 1, step.release))
         chunks = text_step(step) if isinstance(step, str) else list(step)
         return self._emit(chunks)
 
-    async def _emit(self, chunks: list[StepStreamChunk]) -> AsyncIterator[StepStreamChunk]:
+    async def _emit(
+        self, chunks: list[StepStreamChunk], hold: tuple[int, asyncio.Event] | None = None
+    ) -> AsyncIterator[StepStreamChunk]:
         if self._first_chunk_delay:
             await asyncio.sleep(self._first_chunk_delay)
-        for chunk in chunks:
+        for i, chunk in enumerate(chunks):
+            if hold is not None and i == hold[0]:
+                await hold[1].wait()
             if self._chunk_delay:
                 await asyncio.sleep(self._chunk_delay)
             yield chunk

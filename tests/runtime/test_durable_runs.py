@@ -10,7 +10,7 @@ import pytest
 
 from pai.v1 import run_service_pb2, runs_pb2, threads_pb2
 from pai.v1 import thread_service_pb2 as tpb
-from pai_grpc.models import ScriptedModel
+from pai_grpc.models import HeldStep, ScriptedModel
 from pai_grpc.testing import serve_in_process
 from tests.runtime.support import (
     collect,
@@ -160,8 +160,10 @@ async def test_regenerate_removes_the_target_and_answers_again(database_url: str
 async def test_regenerate_on_a_busy_thread_is_queued_and_applied_when_it_starts(
     database_url: str,
 ) -> None:
-    replies = iter(["a1", "slow reply " * 5, "a1 again"])
-    model = ScriptedModel(lambda call: next(replies), chunk_delay=0.02)
+    # The busy run holds mid-step until the regeneration is queued behind it.
+    release = asyncio.Event()
+    replies = iter(["a1", HeldStep("slow reply " * 5, release), "a1 again"])
+    model = ScriptedModel(lambda call: next(replies))
     async with serve_in_process(database_url, model=model) as srv:
         thread_id = await new_thread(srv)
         first = await send(srv, thread_id, "q1")
@@ -177,6 +179,7 @@ async def test_regenerate_on_a_busy_thread_is_queued_and_applied_when_it_starts(
             tpb.RegenerateRequest(thread_id=thread_id, message_id=answer_id)
         )
         assert list(queued.removed_message_ids) == []  # applied when its run starts
+        release.set()
         await wait_run(srv, busy.run_id)
         await wait_run(srv, queued.run.run_id)
         assert await transcript(srv, thread_id) == [("user", "q1"), ("assistant", "a1 again")]
@@ -219,8 +222,10 @@ async def test_cancel_a_running_run_aborts_the_step_and_promotes_the_queue(
 
 
 async def test_cancel_a_queued_run_skips_it(database_url: str) -> None:
-    replies = iter(["one two three four", "never", "third"])
-    model = ScriptedModel(lambda call: next(replies), chunk_delay=0.05)
+    # The first run holds mid-step until the run queued behind it is cancelled.
+    release = asyncio.Event()
+    replies = iter([HeldStep("one two three four", release), "never", "third"])
+    model = ScriptedModel(lambda call: next(replies))
     async with serve_in_process(database_url, model=model) as srv:
         thread_id = await new_thread(srv)
         first = await send(srv, thread_id, "a")
@@ -230,6 +235,7 @@ async def test_cancel_a_queued_run_skips_it(database_url: str) -> None:
             await srv.runs.CancelRun(run_service_pb2.CancelRunRequest(run_id=second.run_id))
         ).run
         assert cancelled.status == runs_pb2.RUN_STATUS_CANCELLED
+        release.set()
         events = await collect(srv, second.run_id)
         assert kinds(events) == ["status:cancelled"]
         await wait_run(srv, third.run_id)
@@ -243,12 +249,16 @@ async def test_cancel_a_queued_run_skips_it(database_url: str) -> None:
 
 
 async def test_steering_is_taken_in_at_the_next_step_boundary(database_url: str) -> None:
+    # The first step holds after its first delta until the steering message is in.
+    release = asyncio.Event()
+
     def reply(call):  # type: ignore[no-untyped-def]
         from pai_grpc.models import last_user_text
 
-        return f"re: {last_user_text(call.messages)} " + "x " * 10
+        text = f"re: {last_user_text(call.messages)} " + "x " * 10
+        return HeldStep(text, release) if len(model.calls) == 1 else text
 
-    model = ScriptedModel(reply, chunk_delay=0.03)
+    model = ScriptedModel(reply)
     async with serve_in_process(database_url, model=model) as srv:
         thread_id = await new_thread(srv)
         handle = await send(srv, thread_id, "first")
@@ -264,6 +274,7 @@ async def test_steering_is_taken_in_at_the_next_step_boundary(database_url: str)
         assert steer.message_id
         mid = await transcript(srv, thread_id)
         assert ("user", "actually, this") in mid  # committed at once
+        release.set()
         run = await wait_run(srv, handle.run_id)
         assert run.step_count == 2
         texts = await transcript(srv, thread_id)
