@@ -361,8 +361,7 @@ class Engines:
         foreign keys are checked before committing.
         """
         if self._async is not None:
-            async with self._async.connect() as conn, conn.begin():
-                return await conn.run_sync(fn)
+            return await greenlet_spawn(_Transaction(self._async.sync_engine, fn, True).run)
         assert self._writer is not None
         engine = self._sync_write
         assert engine is not None
