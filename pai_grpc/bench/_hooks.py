@@ -6,7 +6,8 @@ phase's remote no-op call is reported against both (against the bare round
 trip called alternately with it, call by call); the design target is a
 remote no-op hook within 1.3x of a bare unary round trip (resolve_model_context:
 1.5x). resolve_model_context is measured without and with the plugin's context
-prefetch (start -> next -> next_result -> result, or start -> result). Streams:
+prefetch (start -> next -> next_result -> result on the stream, or one
+ResolveModelContextUnary call, which the SDK serves to a prefetching plugin). Streams:
 a step of text deltas through a remote identity transform vs no transform,
 both measured end to end through the runtime (Send -> StreamRun) and at the
 adapter.
@@ -250,7 +251,7 @@ async def _phases(report: Report) -> None:
                 remote,
             ),
             "resolve_model_context": (resolve, remote),
-            "resolve_model_context (prefetch)": (resolve, remote_prefetch),
+            "resolve_model_context (prefetch, unary call)": (resolve, remote_prefetch),
         }
         for phase, (call, adapter) in calls.items():
 

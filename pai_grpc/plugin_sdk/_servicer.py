@@ -9,14 +9,14 @@ phases) and fail the run with the same reason as in process.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import grpc
 from opentelemetry.trace import TracerProvider
 
-from pai.v1 import hook_host_service_pb2_grpc, lifecycle_pb2
+from pai.v1 import hook_host_service_pb2_grpc, lifecycle_pb2, model_pb2
 from pai.v1 import lifecycle_plugin_service_pb2 as pb
 from pai.v1 import lifecycle_plugin_service_pb2_grpc as pb_grpc
 from pai_grpc._wire import (
@@ -223,6 +223,9 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
             version="1",
             accepts_chunk_batches=True,
             prefetch_model_context=self._prefetch,
+            # With the prefetch, a unary call answers the common case in one round
+            # trip; without it, next() would cost a call back to the host anyway.
+            unary_model_context=self._prefetch,
         )
 
     @guarded
@@ -383,6 +386,58 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
         self._require("resolve_model_context")
         session = _Session(requests, pb.ResolveModelContextResponse)
         start = await session.first("start")
+
+        async def ask(base: list[ModelMessage] | None) -> list[ModelMessage]:
+            next_ = pb.ContextNext()
+            if base is not None:
+                next_.base.messages.extend(model_messages_to_proto(base))
+            session.send(pb.ResolveModelContextResponse(next=next_))
+            reply = await session.expect("next_result")
+            return model_messages_from_proto(reply.messages)
+
+        async def run() -> None:
+            encoded = await self._resolve_context(start, self._call(start.context), ask)
+            session.send(pb.ResolveModelContextResponse(result=pb.ContextResult(messages=encoded)))
+            session.finish()
+
+        async for reply in session.run(run()):
+            yield reply
+
+    @guarded
+    async def ResolveModelContextUnary(
+        self, request: pb.ResolveModelContextUnaryRequest, context: Context
+    ) -> pb.ResolveModelContextUnaryResponse:
+        """resolve_model_context in one call: next() is the prefetched ``downstream``.
+
+        A next() the request does not answer (next(base), or next() when
+        nothing was prefetched) is asked of the runtime through its hook host
+        (``ResolveModelContextNext``), so the hook runs once whatever it asks.
+        """
+        self._require("resolve_model_context")
+        start = request.start
+        c = self._call(start.context)
+
+        async def ask(base: list[ModelMessage] | None) -> list[ModelMessage]:
+            fields: dict[str, Any] = {}
+            if base is not None:
+                fields["base"] = model_pb2.ModelMessageList(messages=model_messages_to_proto(base))
+            reply = await c.host.call("ResolveModelContextNext", **fields)
+            return model_messages_from_proto(reply.messages)
+
+        encoded = await self._resolve_context(start, c, ask)
+        return pb.ResolveModelContextUnaryResponse(messages=encoded)
+
+    async def _resolve_context(
+        self,
+        start: pb.ResolveModelContextStart,
+        c: _Call,
+        ask: Callable[[list[ModelMessage] | None], Awaitable[list[ModelMessage]]],
+    ) -> list[model_pb2.ModelMessage]:
+        """Run the resolver; ``ask`` gets next() / next(base) from the runtime.
+
+        next() is memoised (RMC-02): a prefetched ``start.downstream`` is its
+        result, so the hook's first next() resolves without asking.
+        """
         through = lifecycle_message_from_proto(start.through) if start.HasField("through") else None
         memo: list[list[ModelMessage]] = []
         if start.HasField("downstream"):
@@ -391,35 +446,23 @@ class PluginServicer(pb_grpc.LifecyclePluginServiceServicer):
         async def next_(base: list[ModelMessage] | None = None) -> list[ModelMessage]:
             if base is None and memo:
                 return list(memo[0])
-            ask = pb.ContextNext()
-            if base is not None:
-                ask.base.messages.extend(model_messages_to_proto(base))
-            session.send(pb.ResolveModelContextResponse(next=ask))
-            reply = await session.expect("next_result")
-            result = model_messages_from_proto(reply.messages)
+            result = await ask(base)
             if base is None:
                 memo.append(result)
             return list(result)
 
-        async def run() -> None:
-            c = self._call(start.context)
-            resolved = await self._hooks.resolve_model_context(
-                ResolveModelContextInput(
-                    run=c.run,
-                    thread=c.thread,
-                    runtime_context=c.runtime_context,
-                    signal=AbortSignal(),
-                    step=c.step,
-                    history=RemoteHistory(c.host, through),
-                ),
-                next_,
-            )
-            encoded = self._encode("resolve_model_context", model_messages_to_proto, resolved)
-            session.send(pb.ResolveModelContextResponse(result=pb.ContextResult(messages=encoded)))
-            session.finish()
-
-        async for reply in session.run(run()):
-            yield reply
+        resolved = await self._hooks.resolve_model_context(
+            ResolveModelContextInput(
+                run=c.run,
+                thread=c.thread,
+                runtime_context=c.runtime_context,
+                signal=AbortSignal(),
+                step=c.step,
+                history=RemoteHistory(c.host, through),
+            ),
+            next_,
+        )
+        return self._encode("resolve_model_context", model_messages_to_proto, resolved)
 
     @guarded
     async def AroundModelCall(

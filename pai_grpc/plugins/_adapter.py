@@ -98,7 +98,7 @@ from pai_grpc.plugins._errors import (
     PluginFailure,
     classify,
 )
-from pai_grpc.plugins._host import Grant, HookHost
+from pai_grpc.plugins._host import ContextNextGrant, Grant, HookHost
 from pai_grpc.telemetry import Telemetry, current_run, tracing
 
 log = logging.getLogger("pai_grpc.plugins")
@@ -137,6 +137,9 @@ class RemoteLifecycle(AgentLifecycle):
         #: Whether next() is evaluated before resolve_model_context's stream opens
         #: and sent with its start (the plugin declares it in Describe).
         self.prefetch_model_context = False
+        #: Whether resolve_model_context is one unary call (ResolveModelContextUnary)
+        #: rather than a stream (the plugin declares it in Describe).
+        self.unary_model_context = False
 
     # ---- lifecycle of the adapter --------------------------------------------
 
@@ -185,6 +188,7 @@ class RemoteLifecycle(AgentLifecycle):
         self._declared = frozenset(declared if only is None else declared & only)
         self.accepts_batches = described.accepts_chunk_batches
         self.prefetch_model_context = described.prefetch_model_context
+        self.unary_model_context = described.unary_model_context
         log.info(
             "lifecycle plugin %s at %s: %s",
             self.plugin,
@@ -247,6 +251,7 @@ class RemoteLifecycle(AgentLifecycle):
         *,
         thread_id: str,
         history: Any = None,
+        context_next: ContextNextGrant | None = None,
     ) -> tuple[str, lifecycle_pb2.HookContext]:
         """A hook call's capability token (granted on the host) and its HookContext."""
         base = input if isinstance(input, LifecycleBase) else None
@@ -256,6 +261,7 @@ class RemoteLifecycle(AgentLifecycle):
             thread=base.thread if base is not None else None,
             run=base.run if base is not None else None,
             history=history,
+            context_next=context_next,
         )
         token = self.host.grant(grant) if base is not None else ""
         step = getattr(input, "step", None)

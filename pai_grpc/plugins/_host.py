@@ -10,6 +10,8 @@ another thread, are refused with PERMISSION_DENIED and change nothing.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import logging
 import secrets
 from dataclasses import dataclass
@@ -23,6 +25,7 @@ from pai_grpc._wire import Context, Keepalive, ServerTls, add_port, fill_unimple
 from pai_grpc.convert import (
     lifecycle_message_to_proto,
     message_view_from_proto,
+    model_messages_from_proto,
     model_messages_to_proto,
     part_from_proto,
     role_from_proto,
@@ -30,9 +33,15 @@ from pai_grpc.convert import (
     struct_from_proto,
     struct_to_proto,
 )
-from pai_grpc.domain import JsonObject, LifecycleMessage
+from pai_grpc.domain import JsonObject, LifecycleMessage, ModelMessage
 from pai_grpc.errors import FailedPrecondition, InvalidArgument, PermissionDenied
-from pai_grpc.lifecycle import HistoryFacade, RunFacade, ThreadFacade, TransactionFacade
+from pai_grpc.lifecycle import (
+    ContextNext,
+    HistoryFacade,
+    RunFacade,
+    ThreadFacade,
+    TransactionFacade,
+)
 from pai_grpc.runtime import LifecycleThread
 from pai_grpc.server import guarded
 from pai_grpc.telemetry import Telemetry, tracing
@@ -44,6 +53,93 @@ DEFAULT_PAGE = 50
 MAX_PAGE = 1000
 
 
+class ContextNextGrant:
+    """next() / next(base) of one ResolveModelContextUnary call, asked through the host.
+
+    ``downstream``: next()'s memoised result when it was prefetched (RMC-02);
+    next() without a base evaluates it at most once. The inner layers run as
+    part of the run, as on the stream: in the context of the task that made
+    the grant (the run's report, telemetry and deadlines), in a task of the
+    grant's that :meth:`close` cancels when the call ends. While the runtime
+    evaluates an answer, the call's ``timeout`` is suspended: the phase's
+    timeout counts the plugin's time, as on the stream, where it applies to
+    each of the plugin's messages. When the inner layers fail, their error is
+    kept in ``error`` (the adapter raises it as the runtime's own, whatever the
+    plugin answers) and the unary ``call`` is cancelled.
+    """
+
+    def __init__(self, next: ContextNext, downstream: list[ModelMessage] | None) -> None:
+        self._next = next
+        self._context = contextvars.copy_context()
+        self.downstream = downstream
+        self.error: Exception | None = None
+        #: The phase's timeout while the call is awaited (None before and after).
+        self.timeout: asyncio.Timeout | None = None
+        #: The plugin call in flight (cancelled when the inner layers fail).
+        self.call: Any = None
+        self._evaluating: set[asyncio.Task[list[ModelMessage]]] = set()
+        self._left = 0.0
+        self._memo_lock: asyncio.Lock | None = None
+
+    async def __call__(self, base: list[ModelMessage] | None) -> list[ModelMessage]:
+        """The runtime's answer to the plugin's next(base)."""
+        if self.error is not None:
+            raise _downstream_failed()
+        task = asyncio.create_task(self._evaluate(base), context=self._context)
+        self._suspend(task)
+        try:
+            return await task
+        except Exception as e:
+            if self.error is None:
+                self.error = e
+                if self.call is not None:
+                    self.call.cancel()
+            raise _downstream_failed() from e
+        finally:
+            self._resume(task)
+
+    async def _evaluate(self, base: list[ModelMessage] | None) -> list[ModelMessage]:
+        if base is not None:
+            return await self._next(base)
+        if self.downstream is None:
+            self._memo_lock = self._memo_lock or asyncio.Lock()
+            async with self._memo_lock:
+                if self.downstream is None:
+                    self.downstream = await self._next()
+        return self.downstream
+
+    def close(self) -> None:
+        """The call ended: stop what the inner layers still evaluate for it."""
+        for task in self._evaluating:
+            task.cancel()
+
+    def _suspend(self, task: asyncio.Task[list[ModelMessage]]) -> None:
+        self._evaluating.add(task)
+        timeout = self.timeout
+        if (
+            len(self._evaluating) == 1
+            and timeout is not None
+            and not timeout.expired()
+            and timeout.when() is not None
+        ):
+            loop = asyncio.get_running_loop()
+            self._left = max(0.0, timeout.when() - loop.time())  # type: ignore[operator]
+            timeout.reschedule(None)
+
+    def _resume(self, task: asyncio.Task[list[ModelMessage]]) -> None:
+        self._evaluating.discard(task)
+        timeout = self.timeout
+        if not self._evaluating and timeout is not None and not timeout.expired():
+            timeout.reschedule(asyncio.get_running_loop().time() + self._left)
+
+
+def _downstream_failed() -> FailedPrecondition:
+    return FailedPrecondition(
+        "the runtime's inner context layers failed; the step fails with their error",
+        reason="DOWNSTREAM_FAILED",
+    )
+
+
 @dataclass
 class Grant:
     """What one hook call may do."""
@@ -53,6 +149,8 @@ class Grant:
     thread: ThreadFacade | None = None
     run: RunFacade | None = None
     history: HistoryFacade | None = None
+    #: next() of a ResolveModelContextUnary call (None for every other call).
+    context_next: ContextNextGrant | None = None
 
 
 class HookHost:
@@ -451,6 +549,27 @@ class HookHostServicer(pb_grpc.HookHostServiceServicer):
         )
         messages, version = thread.last_mutation
         return pb.MutateResponse(messages=_messages(messages), version=version or 0)
+
+    @guarded
+    async def ResolveModelContextNext(
+        self, request: pb.ResolveModelContextNextRequest, context: Context
+    ) -> pb.ResolveModelContextNextResponse:
+        """next() / next(base) of a ResolveModelContextUnary call."""
+        grant = self._grant(request)
+        if grant.context_next is None:
+            raise FailedPrecondition(
+                "next() through the host belongs to a ResolveModelContextUnary call; "
+                f"this token's call ({grant.phase}) is not one",
+                reason="NO_CONTEXT_NEXT_IN_CALL",
+            )
+        base = None
+        if request.HasField("base"):
+            try:
+                base = model_messages_from_proto(request.base.messages)
+            except (ValueError, TypeError) as e:
+                raise InvalidArgument.field("base", str(e)) from e
+        messages = await grant.context_next(base)
+        return pb.ResolveModelContextNextResponse(messages=model_messages_to_proto(messages))
 
 
 fill_unimplemented(HookHostServicer, "pai.v1.HookHostService")

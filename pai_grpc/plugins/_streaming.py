@@ -43,6 +43,7 @@ from pai_grpc.lifecycle import (
 )
 from pai_grpc.lifecycle.internal import apply_patch
 from pai_grpc.plugins._calls import (
+    UNDECODABLE,
     Downstream,
     parse_reply,
     received,
@@ -59,6 +60,7 @@ from pai_grpc.plugins._errors import (
     classify,
     hook_error,
 )
+from pai_grpc.plugins._host import ContextNextGrant
 
 if TYPE_CHECKING:
     from pai_grpc.plugins._adapter import RemoteLifecycle
@@ -80,6 +82,8 @@ async def resolve_model_context(
     step_id = step_id_of(input)
     if remote.skipping(phase, step_id):
         return await next()
+    if remote.unary_model_context:
+        return await _resolve_unary(remote, input, next, step_id)
     token = ""
     call = None
     # The memoised result of next() without a base (RMC-02), once evaluated.
@@ -153,6 +157,82 @@ async def resolve_model_context(
             call.cancel()
         if token:
             remote.host.revoke(token)
+
+
+async def _resolve_unary(
+    remote: RemoteLifecycle, input: ResolveModelContextInput, next: ContextNext, step_id: str
+) -> list[ModelMessage]:
+    """resolve_model_context as one ResolveModelContextUnary call.
+
+    The plugin's next() / next(base) that the request does not answer come
+    back through HookHostService.ResolveModelContextNext (the call's
+    :class:`ContextNextGrant`), so the hook runs once whatever it asks. The
+    failure rules are the stream's: an error of the inner layers is the
+    runtime's own, the phase's timeout counts the plugin's time only, and a
+    plugin failing open leaves next()'s result (evaluated at most once).
+    """
+    phase = "resolve_model_context"
+    token = ""
+    grant: ContextNextGrant | None = None
+    try:
+        remote.backoff.check(phase)
+        downstream = await _downstream(next, None) if remote.prefetch_model_context else None
+        grant = ContextNextGrant(next, downstream)
+        token, ctx = remote.hook_context(
+            phase, input, thread_id=input.run.thread_id, history=input.history, context_next=grant
+        )
+        start = pb.ResolveModelContextStart(context=ctx)
+        if input.history is not None and input.history.through is not None:
+            start.through.CopyFrom(lifecycle_message_to_proto(input.history.through))
+        if downstream is not None:
+            start.downstream.CopyFrom(
+                pb.ContextNextResult(messages=model_messages_to_proto(downstream))
+            )
+        # No gRPC deadline: the grant suspends this timeout while the runtime answers a next().
+        call = remote.stub.ResolveModelContextUnary(pb.ResolveModelContextUnaryRequest(start=start))
+        grant.call = call
+        try:
+            async with asyncio.timeout(remote.policy(phase).timeout) as timeout:
+                grant.timeout = timeout
+                response = await call
+        except TimeoutError:
+            raise HookTimeout(remote.plugin, phase, "no answer within the timeout") from None
+        except grpc.aio.AioRpcError as e:
+            if grant.error is not None:
+                raise Downstream(grant.error) from None
+            raise classify(e, remote.plugin, phase) from None
+        except asyncio.CancelledError:
+            # The grant cancels the call when the inner layers fail; any other
+            # cancellation (the run's) passes through.
+            task = asyncio.current_task()
+            if grant.error is not None and task is not None and not task.cancelling():
+                raise Downstream(grant.error) from None
+            raise
+        finally:
+            grant.timeout = None  # exited: it can no longer be suspended or resumed
+        if grant.error is not None:
+            raise Downstream(grant.error)
+        if response is None:
+            # grpc.aio hands back None for bytes that do not parse as the reply.
+            raise HookProtocolError(remote.plugin, phase, UNDECODABLE)
+        messages = parse_reply(
+            lambda: model_messages_from_proto(response.messages), remote.plugin, phase
+        )
+        remote.backoff.succeeded()
+        return messages
+    except Downstream as e:
+        raise e.error from None
+    except PaiError as failure:
+        remote.handle_failure(phase, failure, step_id)
+        # Failing open: as if the hook were absent (next() is not run twice).
+        if grant is not None and grant.downstream is not None:
+            return list(grant.downstream)
+        return await next()
+    finally:
+        if token:
+            remote.host.revoke(token)
+        if grant is not None:
+            grant.close()
 
 
 async def _downstream(next: ContextNext, base: list[ModelMessage] | None) -> list[ModelMessage]:

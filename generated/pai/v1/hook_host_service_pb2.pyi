@@ -351,3 +351,19 @@ class MutateResponse(_message.Message):
     messages: _containers.RepeatedCompositeFieldContainer[_threads_pb2.LifecycleMessage]
     version: int
     def __init__(self, messages: _Optional[_Iterable[_Union[_threads_pb2.LifecycleMessage, _Mapping]]] = ..., version: _Optional[int] = ...) -> None: ...
+
+class ResolveModelContextNextRequest(_message.Message):
+    __slots__ = ("capability_token", "thread_id", "base")
+    CAPABILITY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    BASE_FIELD_NUMBER: _ClassVar[int]
+    capability_token: str
+    thread_id: str
+    base: _model_pb2.ModelMessageList
+    def __init__(self, capability_token: _Optional[str] = ..., thread_id: _Optional[str] = ..., base: _Optional[_Union[_model_pb2.ModelMessageList, _Mapping]] = ...) -> None: ...
+
+class ResolveModelContextNextResponse(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[_model_pb2.ModelMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[_model_pb2.ModelMessage, _Mapping]]] = ...) -> None: ...

@@ -105,6 +105,11 @@ class HookHostServiceStub:
                 request_serializer=pai_dot_v1_dot_hook__host__service__pb2.MutateRequest.SerializeToString,
                 response_deserializer=pai_dot_v1_dot_hook__host__service__pb2.MutateResponse.FromString,
                 _registered_method=True)
+        self.ResolveModelContextNext = channel.unary_unary(
+                '/pai.v1.HookHostService/ResolveModelContextNext',
+                request_serializer=pai_dot_v1_dot_hook__host__service__pb2.ResolveModelContextNextRequest.SerializeToString,
+                response_deserializer=pai_dot_v1_dot_hook__host__service__pb2.ResolveModelContextNextResponse.FromString,
+                _registered_method=True)
 
 
 class HookHostServiceServicer:
@@ -201,6 +206,13 @@ class HookHostServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResolveModelContextNext(self, request, context):
+        """next() / next(base) of a ResolveModelContextUnary call (that call's token only).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HookHostServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -273,6 +285,11 @@ def add_HookHostServiceServicer_to_server(servicer, server):
                     servicer.Mutate,
                     request_deserializer=pai_dot_v1_dot_hook__host__service__pb2.MutateRequest.FromString,
                     response_serializer=pai_dot_v1_dot_hook__host__service__pb2.MutateResponse.SerializeToString,
+            ),
+            'ResolveModelContextNext': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveModelContextNext,
+                    request_deserializer=pai_dot_v1_dot_hook__host__service__pb2.ResolveModelContextNextRequest.FromString,
+                    response_serializer=pai_dot_v1_dot_hook__host__service__pb2.ResolveModelContextNextResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -654,6 +671,33 @@ class HookHostService:
             '/pai.v1.HookHostService/Mutate',
             pai_dot_v1_dot_hook__host__service__pb2.MutateRequest.SerializeToString,
             pai_dot_v1_dot_hook__host__service__pb2.MutateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveModelContextNext(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pai.v1.HookHostService/ResolveModelContextNext',
+            pai_dot_v1_dot_hook__host__service__pb2.ResolveModelContextNextRequest.SerializeToString,
+            pai_dot_v1_dot_hook__host__service__pb2.ResolveModelContextNextResponse.FromString,
             options,
             channel_credentials,
             insecure,

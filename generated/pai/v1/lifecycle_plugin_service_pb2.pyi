@@ -27,18 +27,20 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("name", "phases", "version", "accepts_chunk_batches", "prefetch_model_context")
+    __slots__ = ("name", "phases", "version", "accepts_chunk_batches", "prefetch_model_context", "unary_model_context")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PHASES_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ACCEPTS_CHUNK_BATCHES_FIELD_NUMBER: _ClassVar[int]
     PREFETCH_MODEL_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    UNARY_MODEL_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     name: str
     phases: _containers.RepeatedScalarFieldContainer[_lifecycle_pb2.LifecyclePhase]
     version: str
     accepts_chunk_batches: bool
     prefetch_model_context: bool
-    def __init__(self, name: _Optional[str] = ..., phases: _Optional[_Iterable[_Union[_lifecycle_pb2.LifecyclePhase, str]]] = ..., version: _Optional[str] = ..., accepts_chunk_batches: _Optional[bool] = ..., prefetch_model_context: _Optional[bool] = ...) -> None: ...
+    unary_model_context: bool
+    def __init__(self, name: _Optional[str] = ..., phases: _Optional[_Iterable[_Union[_lifecycle_pb2.LifecyclePhase, str]]] = ..., version: _Optional[str] = ..., accepts_chunk_batches: _Optional[bool] = ..., prefetch_model_context: _Optional[bool] = ..., unary_model_context: _Optional[bool] = ...) -> None: ...
 
 class ChunkBatch(_message.Message):
     __slots__ = ("chunks",)
@@ -127,6 +129,18 @@ class ResolveModelContextResponse(_message.Message):
     result: ContextResult
     failed: HookFailed
     def __init__(self, next: _Optional[_Union[ContextNext, _Mapping]] = ..., result: _Optional[_Union[ContextResult, _Mapping]] = ..., failed: _Optional[_Union[HookFailed, _Mapping]] = ...) -> None: ...
+
+class ResolveModelContextUnaryRequest(_message.Message):
+    __slots__ = ("start",)
+    START_FIELD_NUMBER: _ClassVar[int]
+    start: ResolveModelContextStart
+    def __init__(self, start: _Optional[_Union[ResolveModelContextStart, _Mapping]] = ...) -> None: ...
+
+class ResolveModelContextUnaryResponse(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[_model_pb2.ModelMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[_model_pb2.ModelMessage, _Mapping]]] = ...) -> None: ...
 
 class PrepareHistoryRewriteRequest(_message.Message):
     __slots__ = ("context", "rewrite", "metadata", "private_metadata")

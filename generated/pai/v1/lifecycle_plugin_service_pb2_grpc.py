@@ -50,6 +50,11 @@ class LifecyclePluginServiceStub:
                 request_serializer=pai_dot_v1_dot_lifecycle__plugin__service__pb2.ResolveModelContextRequest.SerializeToString,
                 response_deserializer=pai_dot_v1_dot_lifecycle__plugin__service__pb2.ResolveModelContextResponse.FromString,
                 _registered_method=True)
+        self.ResolveModelContextUnary = channel.unary_unary(
+                '/pai.v1.LifecyclePluginService/ResolveModelContextUnary',
+                request_serializer=pai_dot_v1_dot_lifecycle__plugin__service__pb2.ResolveModelContextUnaryRequest.SerializeToString,
+                response_deserializer=pai_dot_v1_dot_lifecycle__plugin__service__pb2.ResolveModelContextUnaryResponse.FromString,
+                _registered_method=True)
         self.PrepareHistoryRewrite = channel.unary_unary(
                 '/pai.v1.LifecyclePluginService/PrepareHistoryRewrite',
                 request_serializer=pai_dot_v1_dot_lifecycle__plugin__service__pb2.PrepareHistoryRewriteRequest.SerializeToString,
@@ -111,6 +116,14 @@ class LifecyclePluginServiceServicer:
 
     def ResolveModelContext(self, request_iterator, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveModelContextUnary(self, request, context):
+        """resolve_model_context as one unary call, for a plugin that declared
+        DescribeResponse.unary_model_context (see there).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -180,6 +193,11 @@ def add_LifecyclePluginServiceServicer_to_server(servicer, server):
                     servicer.ResolveModelContext,
                     request_deserializer=pai_dot_v1_dot_lifecycle__plugin__service__pb2.ResolveModelContextRequest.FromString,
                     response_serializer=pai_dot_v1_dot_lifecycle__plugin__service__pb2.ResolveModelContextResponse.SerializeToString,
+            ),
+            'ResolveModelContextUnary': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveModelContextUnary,
+                    request_deserializer=pai_dot_v1_dot_lifecycle__plugin__service__pb2.ResolveModelContextUnaryRequest.FromString,
+                    response_serializer=pai_dot_v1_dot_lifecycle__plugin__service__pb2.ResolveModelContextUnaryResponse.SerializeToString,
             ),
             'PrepareHistoryRewrite': grpc.unary_unary_rpc_method_handler(
                     servicer.PrepareHistoryRewrite,
@@ -304,6 +322,33 @@ class LifecyclePluginService:
             '/pai.v1.LifecyclePluginService/ResolveModelContext',
             pai_dot_v1_dot_lifecycle__plugin__service__pb2.ResolveModelContextRequest.SerializeToString,
             pai_dot_v1_dot_lifecycle__plugin__service__pb2.ResolveModelContextResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveModelContextUnary(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pai.v1.LifecyclePluginService/ResolveModelContextUnary',
+            pai_dot_v1_dot_lifecycle__plugin__service__pb2.ResolveModelContextUnaryRequest.SerializeToString,
+            pai_dot_v1_dot_lifecycle__plugin__service__pb2.ResolveModelContextUnaryResponse.FromString,
             options,
             channel_credentials,
             insecure,

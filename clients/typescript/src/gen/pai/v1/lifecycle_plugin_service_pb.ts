@@ -50,7 +50,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file pai/v1/lifecycle_plugin_service.proto.
  */
 export const file_pai_v1_lifecycle_plugin_service: GenFile = /*@__PURE__*/
-  fileDesc("CiVwYWkvdjEvbGlmZWN5Y2xlX3BsdWdpbl9zZXJ2aWNlLnByb3RvEgZwYWkudjEiEQoPRGVzY3JpYmVSZXF1ZXN0IpgBChBEZXNjcmliZVJlc3BvbnNlEgwKBG5hbWUYASABKAkSJgoGcGhhc2VzGAIgAygOMhYucGFpLnYxLkxpZmVjeWNsZVBoYXNlEg8KB3ZlcnNpb24YAyABKAkSHQoVYWNjZXB0c19jaHVua19iYXRjaGVzGAQgASgIEh4KFnByZWZldGNoX21vZGVsX2NvbnRleHQYBSABKAgiNQoKQ2h1bmtCYXRjaBInCgZjaHVua3MYASADKAsyFy5wYWkudjEuU3RlcFN0cmVhbUNodW5rIi0KCkhvb2tGYWlsZWQSDgoGcmVhc29uGAEgASgJEg8KB21lc3NhZ2UYAiABKAkilwEKEVByZXBhcmVSdW5SZXF1ZXN0EiQKB2NvbnRleHQYASABKAsyEy5wYWkudjEuSG9va0NvbnRleHQSNQoTbGF0ZXN0X3VzZXJfbWVzc2FnZRgCIAEoCzIYLnBhaS52MS5MaWZlY3ljbGVNZXNzYWdlEiUKBWlucHV0GAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIi4KC1J1bkNvbnRpbnVlEh8KBXBhdGNoGAEgASgLMhAucGFpLnYxLlJ1blBhdGNoIs0BChJQcmVwYXJlUnVuUmVzcG9uc2USKwoMY29udGludWVfcnVuGAEgASgLMhMucGFpLnYxLlJ1bkNvbnRpbnVlSAASKgoHcmVzcG9uZBgCIAEoCzIXLnBhaS52MS5SZXNwb25kRGVjaXNpb25IABIsCghjb21wbGV0ZRgDIAEoCzIYLnBhaS52MS5Db21wbGV0ZURlY2lzaW9uSAASJAoEZmFpbBgEIAEoCzIULnBhaS52MS5GYWlsRGVjaXNpb25IAEIKCghkZWNpc2lvbiKaAQoYUmVzb2x2ZU1vZGVsQ29udGV4dFN0YXJ0EiQKB2NvbnRleHQYASABKAsyEy5wYWkudjEuSG9va0NvbnRleHQSKQoHdGhyb3VnaBgCIAEoCzIYLnBhaS52MS5MaWZlY3ljbGVNZXNzYWdlEi0KCmRvd25zdHJlYW0YAyABKAsyGS5wYWkudjEuQ29udGV4dE5leHRSZXN1bHQiOwoRQ29udGV4dE5leHRSZXN1bHQSJgoIbWVzc2FnZXMYASADKAsyFC5wYWkudjEuTW9kZWxNZXNzYWdlIowBChpSZXNvbHZlTW9kZWxDb250ZXh0UmVxdWVzdBIxCgVzdGFydBgBIAEoCzIgLnBhaS52MS5SZXNvbHZlTW9kZWxDb250ZXh0U3RhcnRIABIwCgtuZXh0X3Jlc3VsdBgCIAEoCzIZLnBhaS52MS5Db250ZXh0TmV4dFJlc3VsdEgAQgkKB21lc3NhZ2UiNQoLQ29udGV4dE5leHQSJgoEYmFzZRgBIAEoCzIYLnBhaS52MS5Nb2RlbE1lc3NhZ2VMaXN0IjcKDUNvbnRleHRSZXN1bHQSJgoIbWVzc2FnZXMYASADKAsyFC5wYWkudjEuTW9kZWxNZXNzYWdlIpwBChtSZXNvbHZlTW9kZWxDb250ZXh0UmVzcG9uc2USIwoEbmV4dBgBIAEoCzITLnBhaS52MS5Db250ZXh0TmV4dEgAEicKBnJlc3VsdBgCIAEoCzIVLnBhaS52MS5Db250ZXh0UmVzdWx0SAASJAoGZmFpbGVkGAMgASgLMhIucGFpLnYxLkhvb2tGYWlsZWRIAEIJCgdtZXNzYWdlIssBChxQcmVwYXJlSGlzdG9yeVJld3JpdGVSZXF1ZXN0EiQKB2NvbnRleHQYASABKAsyEy5wYWkudjEuSG9va0NvbnRleHQSJwoHcmV3cml0ZRgCIAEoCzIWLnBhaS52MS5IaXN0b3J5UmV3cml0ZRIpCghtZXRhZGF0YRgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMQoQcHJpdmF0ZV9tZXRhZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiiQEKHVByZXBhcmVIaXN0b3J5UmV3cml0ZVJlc3BvbnNlEi8KDm1ldGFkYXRhX3BhdGNoGAEgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChZwcml2YXRlX21ldGFkYXRhX3BhdGNoGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJoChdIaXN0b3J5UmV3cml0dGVuUmVxdWVzdBIkCgdjb250ZXh0GAEgASgLMhMucGFpLnYxLkhvb2tDb250ZXh0EicKB3Jld3JpdGUYAiABKAsyFi5wYWkudjEuSGlzdG9yeVJld3JpdGUiGgoYSGlzdG9yeVJld3JpdHRlblJlc3BvbnNlImgKF1ByZXBhcmVNb2RlbFN0ZXBSZXF1ZXN0EiQKB2NvbnRleHQYASABKAsyEy5wYWkudjEuSG9va0NvbnRleHQSJwoFaW5wdXQYAiABKAsyGC5wYWkudjEuTW9kZWxTdGVwUmVxdWVzdCI1CgxTdGVwQ29udGludWUSJQoFcGF0Y2gYASABKAsyFi5wYWkudjEuTW9kZWxTdGVwUGF0Y2giqQEKGFByZXBhcmVNb2RlbFN0ZXBSZXNwb25zZRItCg1jb250aW51ZV9zdGVwGAEgASgLMhQucGFpLnYxLlN0ZXBDb250aW51ZUgAEioKB3Jlc3BvbmQYAiABKAsyFy5wYWkudjEuUmVzcG9uZERlY2lzaW9uSAASJgoFYmxvY2sYAyABKAsyFS5wYWkudjEuQmxvY2tEZWNpc2lvbkgAQgoKCGRlY2lzaW9uImcKFEFyb3VuZE1vZGVsQ2FsbFN0YXJ0EiQKB2NvbnRleHQYASABKAsyEy5wYWkudjEuSG9va0NvbnRleHQSKQoHcmVxdWVzdBgCIAEoCzIYLnBhaS52MS5Nb2RlbFN0ZXBSZXF1ZXN0Ij0KEE1vZGVsQ2FsbFN0YXJ0ZWQSKQoHcmVxdWVzdBgBIAEoCzIYLnBhaS52MS5Nb2RlbFN0ZXBSZXF1ZXN0IjIKD01vZGVsQ2FsbEZhaWxlZBIOCgZyZWFzb24YASABKAkSDwoHbWVzc2FnZRgCIAEoCSILCglTdHJlYW1FbmQigAIKFkFyb3VuZE1vZGVsQ2FsbFJlcXVlc3QSLQoFc3RhcnQYASABKAsyHC5wYWkudjEuQXJvdW5kTW9kZWxDYWxsU3RhcnRIABIwCgxuZXh0X3N0YXJ0ZWQYAiABKAsyGC5wYWkudjEuTW9kZWxDYWxsU3RhcnRlZEgAEi4KC25leHRfZmFpbGVkGAMgASgLMhcucGFpLnYxLk1vZGVsQ2FsbEZhaWxlZEgAEigKBWNodW5rGAQgASgLMhcucGFpLnYxLlN0ZXBTdHJlYW1DaHVua0gAEiAKA2VuZBgFIAEoCzIRLnBhaS52MS5TdHJlYW1FbmRIAEIJCgdtZXNzYWdlIlgKDU1vZGVsQ2FsbE5leHQSJQoFcGF0Y2gYASABKAsyFi5wYWkudjEuTW9kZWxDYWxsUGF0Y2gSIAoEbW9kZRgCIAEoDjISLnBhaS52MS5TdHJlYW1Nb2RlIi8KC1Bhc3NUaHJvdWdoEhQKB2F0dGVtcHQYASABKA1IAIgBAUIKCghfYXR0ZW1wdCIzCg9TdHJlYW1TdWJzY3JpYmUSFAoHYXR0ZW1wdBgBIAEoDUgAiAEBQgoKCF9hdHRlbXB0IpgCChdBcm91bmRNb2RlbENhbGxSZXNwb25zZRIlCgRuZXh0GAEgASgLMhUucGFpLnYxLk1vZGVsQ2FsbE5leHRIABIrCgxwYXNzX3Rocm91Z2gYAiABKAsyEy5wYWkudjEuUGFzc1Rocm91Z2hIABIoCgVjaHVuaxgDIAEoCzIXLnBhaS52MS5TdGVwU3RyZWFtQ2h1bmtIABIgCgNlbmQYBCABKAsyES5wYWkudjEuU3RyZWFtRW5kSAASLAoJc3Vic2NyaWJlGAUgASgLMhcucGFpLnYxLlN0cmVhbVN1YnNjcmliZUgAEiQKBmZhaWxlZBgGIAEoCzISLnBhaS52MS5Ib29rRmFpbGVkSABCCQoHbWVzc2FnZSJpChhUcmFuc2Zvcm1TdGVwU3RyZWFtU3RhcnQSJAoHY29udGV4dBgBIAEoCzITLnBhaS52MS5Ib29rQ29udGV4dBInCgVpbnB1dBgCIAEoCzIYLnBhaS52MS5Nb2RlbFN0ZXBSZXF1ZXN0IssBChpUcmFuc2Zvcm1TdGVwU3RyZWFtUmVxdWVzdBIxCgVzdGFydBgBIAEoCzIgLnBhaS52MS5UcmFuc2Zvcm1TdGVwU3RyZWFtU3RhcnRIABIoCgVjaHVuaxgCIAEoCzIXLnBhaS52MS5TdGVwU3RyZWFtQ2h1bmtIABIgCgNlbmQYAyABKAsyES5wYWkudjEuU3RyZWFtRW5kSAASIwoFYmF0Y2gYBCABKAsyEi5wYWkudjEuQ2h1bmtCYXRjaEgAQgkKB21lc3NhZ2UiiQIKG1RyYW5zZm9ybVN0ZXBTdHJlYW1SZXNwb25zZRIoCgVjaHVuaxgBIAEoCzIXLnBhaS52MS5TdGVwU3RyZWFtQ2h1bmtIABIkCgd1aV9kYXRhGAIgASgLMhEucGFpLnYxLkRhdGFDaHVua0gAEiIKBWFib3J0GAMgASgLMhEucGFpLnYxLlN0ZXBBYm9ydEgAEiAKA2VuZBgEIAEoCzIRLnBhaS52MS5TdHJlYW1FbmRIABIkCgZmYWlsZWQYBSABKAsyEi5wYWkudjEuSG9va0ZhaWxlZEgAEiMKBWJhdGNoGAYgASgLMhIucGFpLnYxLkNodW5rQmF0Y2hIAEIJCgdtZXNzYWdlIvYBChVCZWZvcmVUb29sQ2FsbFJlcXVlc3QSJAoHY29udGV4dBgBIAEoCzITLnBhaS52MS5Ib29rQ29udGV4dBIeCgR0b29sGAIgASgLMhAucGFpLnYxLlRvb2xJbmZvEhQKDHRvb2xfY2FsbF9pZBgDIAEoCRIpCgVlbnRyeRgEIAEoCzIaLnBhaS52MS5Ub29sRXhlY3V0aW9uRW50cnkSLwoPc3VzcGVuZF9oaXN0b3J5GAUgAygLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEiUKBWlucHV0GAYgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIjUKDFJlcGxhY2VJbnB1dBIlCgVpbnB1dBgBIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSI2CgxTa2lwVG9vbENhbGwSJgoGb3V0cHV0GAEgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIiEKDlJlamVjdFRvb2xDYWxsEg8KB21lc3NhZ2UYASABKAki1gEKFkJlZm9yZVRvb2xDYWxsUmVzcG9uc2USMQoNY29udGludWVfY2FsbBgBIAEoCzIYLnBhaS52MS5Db250aW51ZURlY2lzaW9uSAASLQoNcmVwbGFjZV9pbnB1dBgCIAEoCzIULnBhaS52MS5SZXBsYWNlSW5wdXRIABIkCgRza2lwGAMgASgLMhQucGFpLnYxLlNraXBUb29sQ2FsbEgAEigKBnJlamVjdBgEIAEoCzIWLnBhaS52MS5SZWplY3RUb29sQ2FsbEgAQgoKCGRlY2lzaW9uIpsCChZBZnRlclRvb2xSZXN1bHRSZXF1ZXN0EiQKB2NvbnRleHQYASABKAsyEy5wYWkudjEuSG9va0NvbnRleHQSHgoEdG9vbBgCIAEoCzIQLnBhaS52MS5Ub29sSW5mbxIUCgx0b29sX2NhbGxfaWQYAyABKAkSKQoFZW50cnkYBCABKAsyGi5wYWkudjEuVG9vbEV4ZWN1dGlvbkVudHJ5Ei8KD3N1c3BlbmRfaGlzdG9yeRgFIAMoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIlCgVpbnB1dBgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIiCgZyZXN1bHQYByABKAsyEi5wYWkudjEuVG9vbFJlc3VsdCI3Cg1SZXBsYWNlT3V0cHV0EiYKBm91dHB1dBgBIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSIhCg5SZXBsYWNlTWVzc2FnZRIPCgdtZXNzYWdlGAEgASgJIr4BChdBZnRlclRvb2xSZXN1bHRSZXNwb25zZRIzCg9jb250aW51ZV9yZXN1bHQYASABKAsyGC5wYWkudjEuQ29udGludWVEZWNpc2lvbkgAEi8KDnJlcGxhY2Vfb3V0cHV0GAIgASgLMhUucGFpLnYxLlJlcGxhY2VPdXRwdXRIABIxCg9yZXBsYWNlX21lc3NhZ2UYAyABKAsyFi5wYWkudjEuUmVwbGFjZU1lc3NhZ2VIAEIKCghkZWNpc2lvbiKCAgoLU3RlcFN1bW1hcnkSDwoHc3RlcF9pZBgBIAEoCRINCgVpbmRleBgCIAEoBRIpCgdtZXNzYWdlGAMgASgLMhgucGFpLnYxLkxpZmVjeWNsZU1lc3NhZ2USKwoNZmluaXNoX3JlYXNvbhgEIAEoDjIULnBhaS52MS5GaW5pc2hSZWFzb24SMgoRcHJvdmlkZXJfbWV0YWRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhwKBXVzYWdlGAYgASgLMg0ucGFpLnYxLlVzYWdlEikKCnRvb2xfY2FsbHMYByADKAsyFS5wYWkudjEuVG9vbENhbGxDaHVuayKGAQoQQWZ0ZXJTdGVwUmVxdWVzdBIkCgdjb250ZXh0GAEgASgLMhMucGFpLnYxLkhvb2tDb250ZXh0EiEKBHN0ZXAYAiABKAsyEy5wYWkudjEuU3RlcFN1bW1hcnkSKQoHcmVxdWVzdBgDIAEoCzIYLnBhaS52MS5Nb2RlbFN0ZXBSZXF1ZXN0IpIBChBOZXh0U3RlcERlY2lzaW9uEjkKFWFwcGVuZF9tb2RlbF9tZXNzYWdlcxgBIAEoCzIYLnBhaS52MS5Nb2RlbE1lc3NhZ2VMaXN0SAASOgoWcmVwbGFjZV9tb2RlbF9tZXNzYWdlcxgCIAEoCzIYLnBhaS52MS5Nb2RlbE1lc3NhZ2VMaXN0SABCBwoFcGF0Y2gifAoRQWZ0ZXJTdGVwUmVzcG9uc2USLQoJbmV4dF9zdGVwGAEgASgLMhgucGFpLnYxLk5leHRTdGVwRGVjaXNpb25IABIsCghjb21wbGV0ZRgCIAEoCzIYLnBhaS52MS5Db21wbGV0ZURlY2lzaW9uSABCCgoIZGVjaXNpb24qYgoKU3RyZWFtTW9kZRIbChdTVFJFQU1fTU9ERV9VTlNQRUNJRklFRBAAEhwKGFNUUkVBTV9NT0RFX1BBU1NfVEhST1VHSBABEhkKFVNUUkVBTV9NT0RFX1RSQU5TRk9STRACMrcHChZMaWZlY3ljbGVQbHVnaW5TZXJ2aWNlEj0KCERlc2NyaWJlEhcucGFpLnYxLkRlc2NyaWJlUmVxdWVzdBoYLnBhaS52MS5EZXNjcmliZVJlc3BvbnNlEkMKClByZXBhcmVSdW4SGS5wYWkudjEuUHJlcGFyZVJ1blJlcXVlc3QaGi5wYWkudjEuUHJlcGFyZVJ1blJlc3BvbnNlEmIKE1Jlc29sdmVNb2RlbENvbnRleHQSIi5wYWkudjEuUmVzb2x2ZU1vZGVsQ29udGV4dFJlcXVlc3QaIy5wYWkudjEuUmVzb2x2ZU1vZGVsQ29udGV4dFJlc3BvbnNlKAEwARJkChVQcmVwYXJlSGlzdG9yeVJld3JpdGUSJC5wYWkudjEuUHJlcGFyZUhpc3RvcnlSZXdyaXRlUmVxdWVzdBolLnBhaS52MS5QcmVwYXJlSGlzdG9yeVJld3JpdGVSZXNwb25zZRJVChBIaXN0b3J5UmV3cml0dGVuEh8ucGFpLnYxLkhpc3RvcnlSZXdyaXR0ZW5SZXF1ZXN0GiAucGFpLnYxLkhpc3RvcnlSZXdyaXR0ZW5SZXNwb25zZRJVChBQcmVwYXJlTW9kZWxTdGVwEh8ucGFpLnYxLlByZXBhcmVNb2RlbFN0ZXBSZXF1ZXN0GiAucGFpLnYxLlByZXBhcmVNb2RlbFN0ZXBSZXNwb25zZRJWCg9Bcm91bmRNb2RlbENhbGwSHi5wYWkudjEuQXJvdW5kTW9kZWxDYWxsUmVxdWVzdBofLnBhaS52MS5Bcm91bmRNb2RlbENhbGxSZXNwb25zZSgBMAESYgoTVHJhbnNmb3JtU3RlcFN0cmVhbRIiLnBhaS52MS5UcmFuc2Zvcm1TdGVwU3RyZWFtUmVxdWVzdBojLnBhaS52MS5UcmFuc2Zvcm1TdGVwU3RyZWFtUmVzcG9uc2UoATABEk8KDkJlZm9yZVRvb2xDYWxsEh0ucGFpLnYxLkJlZm9yZVRvb2xDYWxsUmVxdWVzdBoeLnBhaS52MS5CZWZvcmVUb29sQ2FsbFJlc3BvbnNlElIKD0FmdGVyVG9vbFJlc3VsdBIeLnBhaS52MS5BZnRlclRvb2xSZXN1bHRSZXF1ZXN0Gh8ucGFpLnYxLkFmdGVyVG9vbFJlc3VsdFJlc3BvbnNlEkAKCUFmdGVyU3RlcBIYLnBhaS52MS5BZnRlclN0ZXBSZXF1ZXN0GhkucGFpLnYxLkFmdGVyU3RlcFJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct, file_pai_v1_chunks, file_pai_v1_lifecycle, file_pai_v1_model, file_pai_v1_threads, file_pai_v1_tools]);
+  fileDesc("CiVwYWkvdjEvbGlmZWN5Y2xlX3BsdWdpbl9zZXJ2aWNlLnByb3RvEgZwYWkudjEiEQoPRGVzY3JpYmVSZXF1ZXN0IrUBChBEZXNjcmliZVJlc3BvbnNlEgwKBG5hbWUYASABKAkSJgoGcGhhc2VzGAIgAygOMhYucGFpLnYxLkxpZmVjeWNsZVBoYXNlEg8KB3ZlcnNpb24YAyABKAkSHQoVYWNjZXB0c19jaHVua19iYXRjaGVzGAQgASgIEh4KFnByZWZldGNoX21vZGVsX2NvbnRleHQYBSABKAgSGwoTdW5hcnlfbW9kZWxfY29udGV4dBgGIAEoCCI1CgpDaHVua0JhdGNoEicKBmNodW5rcxgBIAMoCzIXLnBhaS52MS5TdGVwU3RyZWFtQ2h1bmsiLQoKSG9va0ZhaWxlZBIOCgZyZWFzb24YASABKAkSDwoHbWVzc2FnZRgCIAEoCSKXAQoRUHJlcGFyZVJ1blJlcXVlc3QSJAoHY29udGV4dBgBIAEoCzITLnBhaS52MS5Ib29rQ29udGV4dBI1ChNsYXRlc3RfdXNlcl9tZXNzYWdlGAIgASgLMhgucGFpLnYxLkxpZmVjeWNsZU1lc3NhZ2USJQoFaW5wdXQYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiLgoLUnVuQ29udGludWUSHwoFcGF0Y2gYASABKAsyEC5wYWkudjEuUnVuUGF0Y2gizQEKElByZXBhcmVSdW5SZXNwb25zZRIrCgxjb250aW51ZV9ydW4YASABKAsyEy5wYWkudjEuUnVuQ29udGludWVIABIqCgdyZXNwb25kGAIgASgLMhcucGFpLnYxLlJlc3BvbmREZWNpc2lvbkgAEiwKCGNvbXBsZXRlGAMgASgLMhgucGFpLnYxLkNvbXBsZXRlRGVjaXNpb25IABIkCgRmYWlsGAQgASgLMhQucGFpLnYxLkZhaWxEZWNpc2lvbkgAQgoKCGRlY2lzaW9uIpoBChhSZXNvbHZlTW9kZWxDb250ZXh0U3RhcnQSJAoHY29udGV4dBgBIAEoCzITLnBhaS52MS5Ib29rQ29udGV4dBIpCgd0aHJvdWdoGAIgASgLMhgucGFpLnYxLkxpZmVjeWNsZU1lc3NhZ2USLQoKZG93bnN0cmVhbRgDIAEoCzIZLnBhaS52MS5Db250ZXh0TmV4dFJlc3VsdCI7ChFDb250ZXh0TmV4dFJlc3VsdBImCghtZXNzYWdlcxgBIAMoCzIULnBhaS52MS5Nb2RlbE1lc3NhZ2UijAEKGlJlc29sdmVNb2RlbENvbnRleHRSZXF1ZXN0EjEKBXN0YXJ0GAEgASgLMiAucGFpLnYxLlJlc29sdmVNb2RlbENvbnRleHRTdGFydEgAEjAKC25leHRfcmVzdWx0GAIgASgLMhkucGFpLnYxLkNvbnRleHROZXh0UmVzdWx0SABCCQoHbWVzc2FnZSI1CgtDb250ZXh0TmV4dBImCgRiYXNlGAEgASgLMhgucGFpLnYxLk1vZGVsTWVzc2FnZUxpc3QiNwoNQ29udGV4dFJlc3VsdBImCghtZXNzYWdlcxgBIAMoCzIULnBhaS52MS5Nb2RlbE1lc3NhZ2UinAEKG1Jlc29sdmVNb2RlbENvbnRleHRSZXNwb25zZRIjCgRuZXh0GAEgASgLMhMucGFpLnYxLkNvbnRleHROZXh0SAASJwoGcmVzdWx0GAIgASgLMhUucGFpLnYxLkNvbnRleHRSZXN1bHRIABIkCgZmYWlsZWQYAyABKAsyEi5wYWkudjEuSG9va0ZhaWxlZEgAQgkKB21lc3NhZ2UiUgofUmVzb2x2ZU1vZGVsQ29udGV4dFVuYXJ5UmVxdWVzdBIvCgVzdGFydBgBIAEoCzIgLnBhaS52MS5SZXNvbHZlTW9kZWxDb250ZXh0U3RhcnQiSgogUmVzb2x2ZU1vZGVsQ29udGV4dFVuYXJ5UmVzcG9uc2USJgoIbWVzc2FnZXMYASADKAsyFC5wYWkudjEuTW9kZWxNZXNzYWdlIssBChxQcmVwYXJlSGlzdG9yeVJld3JpdGVSZXF1ZXN0EiQKB2NvbnRleHQYASABKAsyEy5wYWkudjEuSG9va0NvbnRleHQSJwoHcmV3cml0ZRgCIAEoCzIWLnBhaS52MS5IaXN0b3J5UmV3cml0ZRIpCghtZXRhZGF0YRgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMQoQcHJpdmF0ZV9tZXRhZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiiQEKHVByZXBhcmVIaXN0b3J5UmV3cml0ZVJlc3BvbnNlEi8KDm1ldGFkYXRhX3BhdGNoGAEgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI3ChZwcml2YXRlX21ldGFkYXRhX3BhdGNoGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJoChdIaXN0b3J5UmV3cml0dGVuUmVxdWVzdBIkCgdjb250ZXh0GAEgASgLMhMucGFpLnYxLkhvb2tDb250ZXh0EicKB3Jld3JpdGUYAiABKAsyFi5wYWkudjEuSGlzdG9yeVJld3JpdGUiGgoYSGlzdG9yeVJld3JpdHRlblJlc3BvbnNlImgKF1ByZXBhcmVNb2RlbFN0ZXBSZXF1ZXN0EiQKB2NvbnRleHQYASABKAsyEy5wYWkudjEuSG9va0NvbnRleHQSJwoFaW5wdXQYAiABKAsyGC5wYWkudjEuTW9kZWxTdGVwUmVxdWVzdCI1CgxTdGVwQ29udGludWUSJQoFcGF0Y2gYASABKAsyFi5wYWkudjEuTW9kZWxTdGVwUGF0Y2giqQEKGFByZXBhcmVNb2RlbFN0ZXBSZXNwb25zZRItCg1jb250aW51ZV9zdGVwGAEgASgLMhQucGFpLnYxLlN0ZXBDb250aW51ZUgAEioKB3Jlc3BvbmQYAiABKAsyFy5wYWkudjEuUmVzcG9uZERlY2lzaW9uSAASJgoFYmxvY2sYAyABKAsyFS5wYWkudjEuQmxvY2tEZWNpc2lvbkgAQgoKCGRlY2lzaW9uImcKFEFyb3VuZE1vZGVsQ2FsbFN0YXJ0EiQKB2NvbnRleHQYASABKAsyEy5wYWkudjEuSG9va0NvbnRleHQSKQoHcmVxdWVzdBgCIAEoCzIYLnBhaS52MS5Nb2RlbFN0ZXBSZXF1ZXN0Ij0KEE1vZGVsQ2FsbFN0YXJ0ZWQSKQoHcmVxdWVzdBgBIAEoCzIYLnBhaS52MS5Nb2RlbFN0ZXBSZXF1ZXN0IjIKD01vZGVsQ2FsbEZhaWxlZBIOCgZyZWFzb24YASABKAkSDwoHbWVzc2FnZRgCIAEoCSILCglTdHJlYW1FbmQigAIKFkFyb3VuZE1vZGVsQ2FsbFJlcXVlc3QSLQoFc3RhcnQYASABKAsyHC5wYWkudjEuQXJvdW5kTW9kZWxDYWxsU3RhcnRIABIwCgxuZXh0X3N0YXJ0ZWQYAiABKAsyGC5wYWkudjEuTW9kZWxDYWxsU3RhcnRlZEgAEi4KC25leHRfZmFpbGVkGAMgASgLMhcucGFpLnYxLk1vZGVsQ2FsbEZhaWxlZEgAEigKBWNodW5rGAQgASgLMhcucGFpLnYxLlN0ZXBTdHJlYW1DaHVua0gAEiAKA2VuZBgFIAEoCzIRLnBhaS52MS5TdHJlYW1FbmRIAEIJCgdtZXNzYWdlIlgKDU1vZGVsQ2FsbE5leHQSJQoFcGF0Y2gYASABKAsyFi5wYWkudjEuTW9kZWxDYWxsUGF0Y2gSIAoEbW9kZRgCIAEoDjISLnBhaS52MS5TdHJlYW1Nb2RlIi8KC1Bhc3NUaHJvdWdoEhQKB2F0dGVtcHQYASABKA1IAIgBAUIKCghfYXR0ZW1wdCIzCg9TdHJlYW1TdWJzY3JpYmUSFAoHYXR0ZW1wdBgBIAEoDUgAiAEBQgoKCF9hdHRlbXB0IpgCChdBcm91bmRNb2RlbENhbGxSZXNwb25zZRIlCgRuZXh0GAEgASgLMhUucGFpLnYxLk1vZGVsQ2FsbE5leHRIABIrCgxwYXNzX3Rocm91Z2gYAiABKAsyEy5wYWkudjEuUGFzc1Rocm91Z2hIABIoCgVjaHVuaxgDIAEoCzIXLnBhaS52MS5TdGVwU3RyZWFtQ2h1bmtIABIgCgNlbmQYBCABKAsyES5wYWkudjEuU3RyZWFtRW5kSAASLAoJc3Vic2NyaWJlGAUgASgLMhcucGFpLnYxLlN0cmVhbVN1YnNjcmliZUgAEiQKBmZhaWxlZBgGIAEoCzISLnBhaS52MS5Ib29rRmFpbGVkSABCCQoHbWVzc2FnZSJpChhUcmFuc2Zvcm1TdGVwU3RyZWFtU3RhcnQSJAoHY29udGV4dBgBIAEoCzITLnBhaS52MS5Ib29rQ29udGV4dBInCgVpbnB1dBgCIAEoCzIYLnBhaS52MS5Nb2RlbFN0ZXBSZXF1ZXN0IssBChpUcmFuc2Zvcm1TdGVwU3RyZWFtUmVxdWVzdBIxCgVzdGFydBgBIAEoCzIgLnBhaS52MS5UcmFuc2Zvcm1TdGVwU3RyZWFtU3RhcnRIABIoCgVjaHVuaxgCIAEoCzIXLnBhaS52MS5TdGVwU3RyZWFtQ2h1bmtIABIgCgNlbmQYAyABKAsyES5wYWkudjEuU3RyZWFtRW5kSAASIwoFYmF0Y2gYBCABKAsyEi5wYWkudjEuQ2h1bmtCYXRjaEgAQgkKB21lc3NhZ2UiiQIKG1RyYW5zZm9ybVN0ZXBTdHJlYW1SZXNwb25zZRIoCgVjaHVuaxgBIAEoCzIXLnBhaS52MS5TdGVwU3RyZWFtQ2h1bmtIABIkCgd1aV9kYXRhGAIgASgLMhEucGFpLnYxLkRhdGFDaHVua0gAEiIKBWFib3J0GAMgASgLMhEucGFpLnYxLlN0ZXBBYm9ydEgAEiAKA2VuZBgEIAEoCzIRLnBhaS52MS5TdHJlYW1FbmRIABIkCgZmYWlsZWQYBSABKAsyEi5wYWkudjEuSG9va0ZhaWxlZEgAEiMKBWJhdGNoGAYgASgLMhIucGFpLnYxLkNodW5rQmF0Y2hIAEIJCgdtZXNzYWdlIvYBChVCZWZvcmVUb29sQ2FsbFJlcXVlc3QSJAoHY29udGV4dBgBIAEoCzITLnBhaS52MS5Ib29rQ29udGV4dBIeCgR0b29sGAIgASgLMhAucGFpLnYxLlRvb2xJbmZvEhQKDHRvb2xfY2FsbF9pZBgDIAEoCRIpCgVlbnRyeRgEIAEoCzIaLnBhaS52MS5Ub29sRXhlY3V0aW9uRW50cnkSLwoPc3VzcGVuZF9oaXN0b3J5GAUgAygLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEiUKBWlucHV0GAYgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIjUKDFJlcGxhY2VJbnB1dBIlCgVpbnB1dBgBIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSI2CgxTa2lwVG9vbENhbGwSJgoGb3V0cHV0GAEgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIiEKDlJlamVjdFRvb2xDYWxsEg8KB21lc3NhZ2UYASABKAki1gEKFkJlZm9yZVRvb2xDYWxsUmVzcG9uc2USMQoNY29udGludWVfY2FsbBgBIAEoCzIYLnBhaS52MS5Db250aW51ZURlY2lzaW9uSAASLQoNcmVwbGFjZV9pbnB1dBgCIAEoCzIULnBhaS52MS5SZXBsYWNlSW5wdXRIABIkCgRza2lwGAMgASgLMhQucGFpLnYxLlNraXBUb29sQ2FsbEgAEigKBnJlamVjdBgEIAEoCzIWLnBhaS52MS5SZWplY3RUb29sQ2FsbEgAQgoKCGRlY2lzaW9uIpsCChZBZnRlclRvb2xSZXN1bHRSZXF1ZXN0EiQKB2NvbnRleHQYASABKAsyEy5wYWkudjEuSG9va0NvbnRleHQSHgoEdG9vbBgCIAEoCzIQLnBhaS52MS5Ub29sSW5mbxIUCgx0b29sX2NhbGxfaWQYAyABKAkSKQoFZW50cnkYBCABKAsyGi5wYWkudjEuVG9vbEV4ZWN1dGlvbkVudHJ5Ei8KD3N1c3BlbmRfaGlzdG9yeRgFIAMoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIlCgVpbnB1dBgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIiCgZyZXN1bHQYByABKAsyEi5wYWkudjEuVG9vbFJlc3VsdCI3Cg1SZXBsYWNlT3V0cHV0EiYKBm91dHB1dBgBIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSIhCg5SZXBsYWNlTWVzc2FnZRIPCgdtZXNzYWdlGAEgASgJIr4BChdBZnRlclRvb2xSZXN1bHRSZXNwb25zZRIzCg9jb250aW51ZV9yZXN1bHQYASABKAsyGC5wYWkudjEuQ29udGludWVEZWNpc2lvbkgAEi8KDnJlcGxhY2Vfb3V0cHV0GAIgASgLMhUucGFpLnYxLlJlcGxhY2VPdXRwdXRIABIxCg9yZXBsYWNlX21lc3NhZ2UYAyABKAsyFi5wYWkudjEuUmVwbGFjZU1lc3NhZ2VIAEIKCghkZWNpc2lvbiKCAgoLU3RlcFN1bW1hcnkSDwoHc3RlcF9pZBgBIAEoCRINCgVpbmRleBgCIAEoBRIpCgdtZXNzYWdlGAMgASgLMhgucGFpLnYxLkxpZmVjeWNsZU1lc3NhZ2USKwoNZmluaXNoX3JlYXNvbhgEIAEoDjIULnBhaS52MS5GaW5pc2hSZWFzb24SMgoRcHJvdmlkZXJfbWV0YWRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhwKBXVzYWdlGAYgASgLMg0ucGFpLnYxLlVzYWdlEikKCnRvb2xfY2FsbHMYByADKAsyFS5wYWkudjEuVG9vbENhbGxDaHVuayKGAQoQQWZ0ZXJTdGVwUmVxdWVzdBIkCgdjb250ZXh0GAEgASgLMhMucGFpLnYxLkhvb2tDb250ZXh0EiEKBHN0ZXAYAiABKAsyEy5wYWkudjEuU3RlcFN1bW1hcnkSKQoHcmVxdWVzdBgDIAEoCzIYLnBhaS52MS5Nb2RlbFN0ZXBSZXF1ZXN0IpIBChBOZXh0U3RlcERlY2lzaW9uEjkKFWFwcGVuZF9tb2RlbF9tZXNzYWdlcxgBIAEoCzIYLnBhaS52MS5Nb2RlbE1lc3NhZ2VMaXN0SAASOgoWcmVwbGFjZV9tb2RlbF9tZXNzYWdlcxgCIAEoCzIYLnBhaS52MS5Nb2RlbE1lc3NhZ2VMaXN0SABCBwoFcGF0Y2gifAoRQWZ0ZXJTdGVwUmVzcG9uc2USLQoJbmV4dF9zdGVwGAEgASgLMhgucGFpLnYxLk5leHRTdGVwRGVjaXNpb25IABIsCghjb21wbGV0ZRgCIAEoCzIYLnBhaS52MS5Db21wbGV0ZURlY2lzaW9uSABCCgoIZGVjaXNpb24qYgoKU3RyZWFtTW9kZRIbChdTVFJFQU1fTU9ERV9VTlNQRUNJRklFRBAAEhwKGFNUUkVBTV9NT0RFX1BBU1NfVEhST1VHSBABEhkKFVNUUkVBTV9NT0RFX1RSQU5TRk9STRACMqYIChZMaWZlY3ljbGVQbHVnaW5TZXJ2aWNlEj0KCERlc2NyaWJlEhcucGFpLnYxLkRlc2NyaWJlUmVxdWVzdBoYLnBhaS52MS5EZXNjcmliZVJlc3BvbnNlEkMKClByZXBhcmVSdW4SGS5wYWkudjEuUHJlcGFyZVJ1blJlcXVlc3QaGi5wYWkudjEuUHJlcGFyZVJ1blJlc3BvbnNlEmIKE1Jlc29sdmVNb2RlbENvbnRleHQSIi5wYWkudjEuUmVzb2x2ZU1vZGVsQ29udGV4dFJlcXVlc3QaIy5wYWkudjEuUmVzb2x2ZU1vZGVsQ29udGV4dFJlc3BvbnNlKAEwARJtChhSZXNvbHZlTW9kZWxDb250ZXh0VW5hcnkSJy5wYWkudjEuUmVzb2x2ZU1vZGVsQ29udGV4dFVuYXJ5UmVxdWVzdBooLnBhaS52MS5SZXNvbHZlTW9kZWxDb250ZXh0VW5hcnlSZXNwb25zZRJkChVQcmVwYXJlSGlzdG9yeVJld3JpdGUSJC5wYWkudjEuUHJlcGFyZUhpc3RvcnlSZXdyaXRlUmVxdWVzdBolLnBhaS52MS5QcmVwYXJlSGlzdG9yeVJld3JpdGVSZXNwb25zZRJVChBIaXN0b3J5UmV3cml0dGVuEh8ucGFpLnYxLkhpc3RvcnlSZXdyaXR0ZW5SZXF1ZXN0GiAucGFpLnYxLkhpc3RvcnlSZXdyaXR0ZW5SZXNwb25zZRJVChBQcmVwYXJlTW9kZWxTdGVwEh8ucGFpLnYxLlByZXBhcmVNb2RlbFN0ZXBSZXF1ZXN0GiAucGFpLnYxLlByZXBhcmVNb2RlbFN0ZXBSZXNwb25zZRJWCg9Bcm91bmRNb2RlbENhbGwSHi5wYWkudjEuQXJvdW5kTW9kZWxDYWxsUmVxdWVzdBofLnBhaS52MS5Bcm91bmRNb2RlbENhbGxSZXNwb25zZSgBMAESYgoTVHJhbnNmb3JtU3RlcFN0cmVhbRIiLnBhaS52MS5UcmFuc2Zvcm1TdGVwU3RyZWFtUmVxdWVzdBojLnBhaS52MS5UcmFuc2Zvcm1TdGVwU3RyZWFtUmVzcG9uc2UoATABEk8KDkJlZm9yZVRvb2xDYWxsEh0ucGFpLnYxLkJlZm9yZVRvb2xDYWxsUmVxdWVzdBoeLnBhaS52MS5CZWZvcmVUb29sQ2FsbFJlc3BvbnNlElIKD0FmdGVyVG9vbFJlc3VsdBIeLnBhaS52MS5BZnRlclRvb2xSZXN1bHRSZXF1ZXN0Gh8ucGFpLnYxLkFmdGVyVG9vbFJlc3VsdFJlc3BvbnNlEkAKCUFmdGVyU3RlcBIYLnBhaS52MS5BZnRlclN0ZXBSZXF1ZXN0GhkucGFpLnYxLkFmdGVyU3RlcFJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct, file_pai_v1_chunks, file_pai_v1_lifecycle, file_pai_v1_model, file_pai_v1_threads, file_pai_v1_tools]);
 
 /**
  * @generated from message pai.v1.DescribeRequest
@@ -108,6 +108,20 @@ export type DescribeResponse = Message<"pai.v1.DescribeResponse"> & {
    * @generated from field: bool prefetch_model_context = 5;
    */
   prefetchModelContext: boolean;
+
+  /**
+   * The plugin serves ResolveModelContextUnary: the runtime then calls it
+   * instead of opening the ResolveModelContext stream. With
+   * prefetch_model_context the call is one unary round trip (the request
+   * carries `downstream`). A next() the request does not answer (next(base),
+   * or next() without a prefetch) is asked of the runtime through
+   * HookHostService.ResolveModelContextNext with the call's capability token:
+   * the hook runs once whatever it asks. Unset (the default), the runtime
+   * opens the stream.
+   *
+   * @generated from field: bool unary_model_context = 6;
+   */
+  unaryModelContext: boolean;
 };
 
 /**
@@ -420,6 +434,50 @@ export const ResolveModelContextResponseSchema: GenMessage<ResolveModelContextRe
   messageDesc(file_pai_v1_lifecycle_plugin_service, 12);
 
 /**
+ * The same exchange as the ResolveModelContext stream, answered in one reply.
+ * The start is as on the stream (`downstream` only for a plugin that declared
+ * prefetch_model_context); the runtime answers next() / next(base) through
+ * HookHostService.ResolveModelContextNext. Without a deadline of its own: the
+ * phase's timeout counts the plugin's time only, not the runtime's answers to
+ * ResolveModelContextNext. The hook's error is a status carrying
+ * google.rpc.ErrorInfo, as in every unary phase.
+ *
+ * @generated from message pai.v1.ResolveModelContextUnaryRequest
+ */
+export type ResolveModelContextUnaryRequest = Message<"pai.v1.ResolveModelContextUnaryRequest"> & {
+  /**
+   * @generated from field: pai.v1.ResolveModelContextStart start = 1;
+   */
+  start?: ResolveModelContextStart | undefined;
+};
+
+/**
+ * Describes the message pai.v1.ResolveModelContextUnaryRequest.
+ * Use `create(ResolveModelContextUnaryRequestSchema)` to create a new message.
+ */
+export const ResolveModelContextUnaryRequestSchema: GenMessage<ResolveModelContextUnaryRequest> = /*@__PURE__*/
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 13);
+
+/**
+ * The resolved model context.
+ *
+ * @generated from message pai.v1.ResolveModelContextUnaryResponse
+ */
+export type ResolveModelContextUnaryResponse = Message<"pai.v1.ResolveModelContextUnaryResponse"> & {
+  /**
+   * @generated from field: repeated pai.v1.ModelMessage messages = 1;
+   */
+  messages: ModelMessage[];
+};
+
+/**
+ * Describes the message pai.v1.ResolveModelContextUnaryResponse.
+ * Use `create(ResolveModelContextUnaryResponseSchema)` to create a new message.
+ */
+export const ResolveModelContextUnaryResponseSchema: GenMessage<ResolveModelContextUnaryResponse> = /*@__PURE__*/
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 14);
+
+/**
  * @generated from message pai.v1.PrepareHistoryRewriteRequest
  */
 export type PrepareHistoryRewriteRequest = Message<"pai.v1.PrepareHistoryRewriteRequest"> & {
@@ -449,7 +507,7 @@ export type PrepareHistoryRewriteRequest = Message<"pai.v1.PrepareHistoryRewrite
  * Use `create(PrepareHistoryRewriteRequestSchema)` to create a new message.
  */
 export const PrepareHistoryRewriteRequestSchema: GenMessage<PrepareHistoryRewriteRequest> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 13);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 15);
 
 /**
  * @generated from message pai.v1.PrepareHistoryRewriteResponse
@@ -473,7 +531,7 @@ export type PrepareHistoryRewriteResponse = Message<"pai.v1.PrepareHistoryRewrit
  * Use `create(PrepareHistoryRewriteResponseSchema)` to create a new message.
  */
 export const PrepareHistoryRewriteResponseSchema: GenMessage<PrepareHistoryRewriteResponse> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 14);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 16);
 
 /**
  * @generated from message pai.v1.HistoryRewrittenRequest
@@ -495,7 +553,7 @@ export type HistoryRewrittenRequest = Message<"pai.v1.HistoryRewrittenRequest"> 
  * Use `create(HistoryRewrittenRequestSchema)` to create a new message.
  */
 export const HistoryRewrittenRequestSchema: GenMessage<HistoryRewrittenRequest> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 15);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 17);
 
 /**
  * @generated from message pai.v1.HistoryRewrittenResponse
@@ -508,7 +566,7 @@ export type HistoryRewrittenResponse = Message<"pai.v1.HistoryRewrittenResponse"
  * Use `create(HistoryRewrittenResponseSchema)` to create a new message.
  */
 export const HistoryRewrittenResponseSchema: GenMessage<HistoryRewrittenResponse> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 16);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 18);
 
 /**
  * @generated from message pai.v1.PrepareModelStepRequest
@@ -530,7 +588,7 @@ export type PrepareModelStepRequest = Message<"pai.v1.PrepareModelStepRequest"> 
  * Use `create(PrepareModelStepRequestSchema)` to create a new message.
  */
 export const PrepareModelStepRequestSchema: GenMessage<PrepareModelStepRequest> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 17);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 19);
 
 /**
  * @generated from message pai.v1.StepContinue
@@ -547,7 +605,7 @@ export type StepContinue = Message<"pai.v1.StepContinue"> & {
  * Use `create(StepContinueSchema)` to create a new message.
  */
 export const StepContinueSchema: GenMessage<StepContinue> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 18);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 20);
 
 /**
  * @generated from message pai.v1.PrepareModelStepResponse
@@ -582,7 +640,7 @@ export type PrepareModelStepResponse = Message<"pai.v1.PrepareModelStepResponse"
  * Use `create(PrepareModelStepResponseSchema)` to create a new message.
  */
 export const PrepareModelStepResponseSchema: GenMessage<PrepareModelStepResponse> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 19);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 21);
 
 /**
  * @generated from message pai.v1.AroundModelCallStart
@@ -606,7 +664,7 @@ export type AroundModelCallStart = Message<"pai.v1.AroundModelCallStart"> & {
  * Use `create(AroundModelCallStartSchema)` to create a new message.
  */
 export const AroundModelCallStartSchema: GenMessage<AroundModelCallStart> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 20);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 22);
 
 /**
  * next() resolved: the downstream stream is constructed.
@@ -627,7 +685,7 @@ export type ModelCallStarted = Message<"pai.v1.ModelCallStarted"> & {
  * Use `create(ModelCallStartedSchema)` to create a new message.
  */
 export const ModelCallStartedSchema: GenMessage<ModelCallStarted> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 21);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 23);
 
 /**
  * next() failed while constructing the downstream stream.
@@ -651,7 +709,7 @@ export type ModelCallFailed = Message<"pai.v1.ModelCallFailed"> & {
  * Use `create(ModelCallFailedSchema)` to create a new message.
  */
 export const ModelCallFailedSchema: GenMessage<ModelCallFailed> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 22);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 24);
 
 /**
  * The end of a chunk stream in either direction.
@@ -666,7 +724,7 @@ export type StreamEnd = Message<"pai.v1.StreamEnd"> & {
  * Use `create(StreamEndSchema)` to create a new message.
  */
 export const StreamEndSchema: GenMessage<StreamEnd> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 23);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 25);
 
 /**
  * @generated from message pai.v1.AroundModelCallRequest
@@ -717,7 +775,7 @@ export type AroundModelCallRequest = Message<"pai.v1.AroundModelCallRequest"> & 
  * Use `create(AroundModelCallRequestSchema)` to create a new message.
  */
 export const AroundModelCallRequestSchema: GenMessage<AroundModelCallRequest> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 24);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 26);
 
 /**
  * @generated from message pai.v1.ModelCallNext
@@ -739,7 +797,7 @@ export type ModelCallNext = Message<"pai.v1.ModelCallNext"> & {
  * Use `create(ModelCallNextSchema)` to create a new message.
  */
 export const ModelCallNextSchema: GenMessage<ModelCallNext> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 25);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 27);
 
 /**
  * Return the downstream stream untouched (pass-through mode). The returned
@@ -763,7 +821,7 @@ export type PassThrough = Message<"pai.v1.PassThrough"> & {
  * Use `create(PassThroughSchema)` to create a new message.
  */
 export const PassThroughSchema: GenMessage<PassThrough> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 26);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 28);
 
 /**
  * After next() with an unspecified mode: forward an attempt's chunks to the
@@ -788,7 +846,7 @@ export type StreamSubscribe = Message<"pai.v1.StreamSubscribe"> & {
  * Use `create(StreamSubscribeSchema)` to create a new message.
  */
 export const StreamSubscribeSchema: GenMessage<StreamSubscribe> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 27);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 29);
 
 /**
  * @generated from message pai.v1.AroundModelCallResponse
@@ -845,7 +903,7 @@ export type AroundModelCallResponse = Message<"pai.v1.AroundModelCallResponse"> 
  * Use `create(AroundModelCallResponseSchema)` to create a new message.
  */
 export const AroundModelCallResponseSchema: GenMessage<AroundModelCallResponse> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 28);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 30);
 
 /**
  * @generated from message pai.v1.TransformStepStreamStart
@@ -871,7 +929,7 @@ export type TransformStepStreamStart = Message<"pai.v1.TransformStepStreamStart"
  * Use `create(TransformStepStreamStartSchema)` to create a new message.
  */
 export const TransformStepStreamStartSchema: GenMessage<TransformStepStreamStart> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 29);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 31);
 
 /**
  * @generated from message pai.v1.TransformStepStreamRequest
@@ -914,7 +972,7 @@ export type TransformStepStreamRequest = Message<"pai.v1.TransformStepStreamRequ
  * Use `create(TransformStepStreamRequestSchema)` to create a new message.
  */
 export const TransformStepStreamRequestSchema: GenMessage<TransformStepStreamRequest> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 30);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 32);
 
 /**
  * @generated from message pai.v1.TransformStepStreamResponse
@@ -971,7 +1029,7 @@ export type TransformStepStreamResponse = Message<"pai.v1.TransformStepStreamRes
  * Use `create(TransformStepStreamResponseSchema)` to create a new message.
  */
 export const TransformStepStreamResponseSchema: GenMessage<TransformStepStreamResponse> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 31);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 33);
 
 /**
  * @generated from message pai.v1.BeforeToolCallRequest
@@ -1013,7 +1071,7 @@ export type BeforeToolCallRequest = Message<"pai.v1.BeforeToolCallRequest"> & {
  * Use `create(BeforeToolCallRequestSchema)` to create a new message.
  */
 export const BeforeToolCallRequestSchema: GenMessage<BeforeToolCallRequest> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 32);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 34);
 
 /**
  * @generated from message pai.v1.ReplaceInput
@@ -1030,7 +1088,7 @@ export type ReplaceInput = Message<"pai.v1.ReplaceInput"> & {
  * Use `create(ReplaceInputSchema)` to create a new message.
  */
 export const ReplaceInputSchema: GenMessage<ReplaceInput> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 33);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 35);
 
 /**
  * @generated from message pai.v1.SkipToolCall
@@ -1047,7 +1105,7 @@ export type SkipToolCall = Message<"pai.v1.SkipToolCall"> & {
  * Use `create(SkipToolCallSchema)` to create a new message.
  */
 export const SkipToolCallSchema: GenMessage<SkipToolCall> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 34);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 36);
 
 /**
  * @generated from message pai.v1.RejectToolCall
@@ -1064,7 +1122,7 @@ export type RejectToolCall = Message<"pai.v1.RejectToolCall"> & {
  * Use `create(RejectToolCallSchema)` to create a new message.
  */
 export const RejectToolCallSchema: GenMessage<RejectToolCall> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 35);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 37);
 
 /**
  * @generated from message pai.v1.BeforeToolCallResponse
@@ -1105,7 +1163,7 @@ export type BeforeToolCallResponse = Message<"pai.v1.BeforeToolCallResponse"> & 
  * Use `create(BeforeToolCallResponseSchema)` to create a new message.
  */
 export const BeforeToolCallResponseSchema: GenMessage<BeforeToolCallResponse> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 36);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 38);
 
 /**
  * @generated from message pai.v1.AfterToolResultRequest
@@ -1152,7 +1210,7 @@ export type AfterToolResultRequest = Message<"pai.v1.AfterToolResultRequest"> & 
  * Use `create(AfterToolResultRequestSchema)` to create a new message.
  */
 export const AfterToolResultRequestSchema: GenMessage<AfterToolResultRequest> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 37);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 39);
 
 /**
  * @generated from message pai.v1.ReplaceOutput
@@ -1169,7 +1227,7 @@ export type ReplaceOutput = Message<"pai.v1.ReplaceOutput"> & {
  * Use `create(ReplaceOutputSchema)` to create a new message.
  */
 export const ReplaceOutputSchema: GenMessage<ReplaceOutput> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 38);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 40);
 
 /**
  * @generated from message pai.v1.ReplaceMessage
@@ -1186,7 +1244,7 @@ export type ReplaceMessage = Message<"pai.v1.ReplaceMessage"> & {
  * Use `create(ReplaceMessageSchema)` to create a new message.
  */
 export const ReplaceMessageSchema: GenMessage<ReplaceMessage> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 39);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 41);
 
 /**
  * @generated from message pai.v1.AfterToolResultResponse
@@ -1221,7 +1279,7 @@ export type AfterToolResultResponse = Message<"pai.v1.AfterToolResultResponse"> 
  * Use `create(AfterToolResultResponseSchema)` to create a new message.
  */
 export const AfterToolResultResponseSchema: GenMessage<AfterToolResultResponse> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 40);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 42);
 
 /**
  * @generated from message pai.v1.StepSummary
@@ -1268,7 +1326,7 @@ export type StepSummary = Message<"pai.v1.StepSummary"> & {
  * Use `create(StepSummarySchema)` to create a new message.
  */
 export const StepSummarySchema: GenMessage<StepSummary> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 41);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 43);
 
 /**
  * @generated from message pai.v1.AfterStepRequest
@@ -1302,7 +1360,7 @@ export type AfterStepRequest = Message<"pai.v1.AfterStepRequest"> & {
  * Use `create(AfterStepRequestSchema)` to create a new message.
  */
 export const AfterStepRequestSchema: GenMessage<AfterStepRequest> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 42);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 44);
 
 /**
  * @generated from message pai.v1.NextStepDecision
@@ -1331,7 +1389,7 @@ export type NextStepDecision = Message<"pai.v1.NextStepDecision"> & {
  * Use `create(NextStepDecisionSchema)` to create a new message.
  */
 export const NextStepDecisionSchema: GenMessage<NextStepDecision> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 43);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 45);
 
 /**
  * @generated from message pai.v1.AfterStepResponse
@@ -1360,7 +1418,7 @@ export type AfterStepResponse = Message<"pai.v1.AfterStepResponse"> & {
  * Use `create(AfterStepResponseSchema)` to create a new message.
  */
 export const AfterStepResponseSchema: GenMessage<AfterStepResponse> = /*@__PURE__*/
-  messageDesc(file_pai_v1_lifecycle_plugin_service, 44);
+  messageDesc(file_pai_v1_lifecycle_plugin_service, 46);
 
 /**
  * How the plugin wants the downstream stream after calling next.
@@ -1428,6 +1486,17 @@ export const LifecyclePluginService: GenService<{
     methodKind: "bidi_streaming";
     input: typeof ResolveModelContextRequestSchema;
     output: typeof ResolveModelContextResponseSchema;
+  },
+  /**
+   * resolve_model_context as one unary call, for a plugin that declared
+   * DescribeResponse.unary_model_context (see there).
+   *
+   * @generated from rpc pai.v1.LifecyclePluginService.ResolveModelContextUnary
+   */
+  resolveModelContextUnary: {
+    methodKind: "unary";
+    input: typeof ResolveModelContextUnaryRequestSchema;
+    output: typeof ResolveModelContextUnaryResponseSchema;
   },
   /**
    * @generated from rpc pai.v1.LifecyclePluginService.PrepareHistoryRewrite
