@@ -96,13 +96,7 @@ async def resolve_model_context(
             phase, input, thread_id=input.run.thread_id, history=input.history
         )
         call = remote.stub.ResolveModelContext()
-        start = pb.ResolveModelContextStart(context=ctx)
-        if input.history is not None and input.history.through is not None:
-            start.through.CopyFrom(lifecycle_message_to_proto(input.history.through))
-        if downstream is not None:
-            start.downstream.CopyFrom(
-                pb.ContextNextResult(messages=model_messages_to_proto(downstream))
-            )
+        start = _context_start(ctx, input, downstream)
         await write(call, pb.ResolveModelContextRequest(start=start), remote.plugin, phase)
         while True:
             reply = await remote.read_reply(call, phase)
@@ -159,6 +153,20 @@ async def resolve_model_context(
             remote.host.revoke(token)
 
 
+def _context_start(
+    ctx: Any, input: ResolveModelContextInput, downstream: list[ModelMessage] | None
+) -> pb.ResolveModelContextStart:
+    """The call's start: its context, the step-start anchor, the prefetched next()."""
+    start = pb.ResolveModelContextStart(context=ctx)
+    if input.history is not None and input.history.through is not None:
+        start.through.CopyFrom(lifecycle_message_to_proto(input.history.through))
+    if downstream is not None:
+        start.downstream.CopyFrom(
+            pb.ContextNextResult(messages=model_messages_to_proto(downstream))
+        )
+    return start
+
+
 async def _resolve_unary(
     remote: RemoteLifecycle, input: ResolveModelContextInput, next: ContextNext, step_id: str
 ) -> list[ModelMessage]:
@@ -181,13 +189,7 @@ async def _resolve_unary(
         token, ctx = remote.hook_context(
             phase, input, thread_id=input.run.thread_id, history=input.history, context_next=grant
         )
-        start = pb.ResolveModelContextStart(context=ctx)
-        if input.history is not None and input.history.through is not None:
-            start.through.CopyFrom(lifecycle_message_to_proto(input.history.through))
-        if downstream is not None:
-            start.downstream.CopyFrom(
-                pb.ContextNextResult(messages=model_messages_to_proto(downstream))
-            )
+        start = _context_start(ctx, input, downstream)
         # No gRPC deadline: the grant suspends this timeout while the runtime answers a next().
         call = remote.stub.ResolveModelContextUnary(pb.ResolveModelContextUnaryRequest(start=start))
         grant.call = call

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import pytest
@@ -284,6 +284,16 @@ async def serving(
         yield srv
 
 
+def outcome(run: runs_pb2.Run) -> tuple[str, str, str, list[tuple[str, str, str]]]:
+    """How a run ended: status, error reason and message, hook failures."""
+    return (
+        runs_pb2.RunStatus.Name(run.status),
+        run.error.reason,
+        run.error.message,
+        [(f.plugin, f.phase, f.reason) for f in run.hook_failures],
+    )
+
+
 async def run_once(srv: InProcessServer, text: str) -> runs_pb2.Run:
     thread_id = await new_thread(srv)
     handle = await send(srv, thread_id, text)
@@ -431,9 +441,12 @@ class RawPrefetcher(pb_grpc.LifecyclePluginServiceServicer):
             pass
 
 
+P = TypeVar("P", bound=pb_grpc.LifecyclePluginServiceServicer)
+
+
 @contextlib.asynccontextmanager
-async def raw(ask: pb.ContextNext) -> AsyncIterator[tuple[RawPrefetcher, str]]:
-    plugin = RawPrefetcher(ask)
+async def listening(plugin: P) -> AsyncIterator[tuple[P, str]]:
+    """A raw-protocol plugin served on loopback: it and its address."""
     server = grpc.aio.server()
     pb_grpc.add_LifecyclePluginServiceServicer_to_server(plugin, server)
     port = server.add_insecure_port("127.0.0.1:0")
@@ -442,6 +455,10 @@ async def raw(ask: pb.ContextNext) -> AsyncIterator[tuple[RawPrefetcher, str]]:
         yield plugin, f"127.0.0.1:{port}"
     finally:
         await server.stop(0)
+
+
+def raw(ask: pb.ContextNext) -> contextlib.AbstractAsyncContextManager[tuple[RawPrefetcher, str]]:
+    return listening(RawPrefetcher(ask))
 
 
 @pytest.mark.rule("RMC-02")
@@ -543,12 +560,7 @@ async def test_a_downstream_error_fails_the_run_as_without_prefetch(
                 database_url, [adapter, failing_inner()], ScriptedModel(["ok"])
             ) as srv:
                 run = await run_once(srv, "hi")
-        outcomes[hooks.__name__] = (
-            runs_pb2.RunStatus.Name(run.status),
-            run.error.reason,
-            run.error.message,
-            [(f.plugin, f.phase, f.reason) for f in run.hook_failures],
-        )
+        outcomes[hooks.__name__] = outcome(run)
         # With prefetch, next() raised before the stream opened.
         assert tap.calls == ([] if hooks.prefetch_model_context else [TWO_ROUND_TRIPS[:2]])
     assert outcomes["PrefetchingTagger"] == outcomes["Tagger"]
@@ -666,12 +678,7 @@ async def test_an_inner_error_under_next_with_a_base_fails_the_run_as_on_the_str
             assert adapter.unary_model_context is hooks.prefetch_model_context
             async with serving(database_url, [adapter, inner], ScriptedModel(["ok"])) as srv:
                 run = await run_once(srv, "hi")
-        outcomes[hooks.__name__] = (
-            runs_pb2.RunStatus.Name(run.status),
-            run.error.reason,
-            run.error.message,
-            [(f.plugin, f.phase, f.reason) for f in run.hook_failures],
-        )
+        outcomes[hooks.__name__] = outcome(run)
         if hooks.prefetch_model_context:
             assert seen == [["hi"], ["BASE"]]
             assert tap.host.calls == ["next(base)"]
@@ -802,19 +809,10 @@ class RawUnary(pb_grpc.LifecyclePluginServiceServicer):
         return pb.ResolveModelContextUnaryResponse(messages=reply.messages)
 
 
-@contextlib.asynccontextmanager
-async def raw_unary(
+def raw_unary(
     asks: Sequence[list[ModelMessage] | None], *, probe: bool = False
-) -> AsyncIterator[tuple[RawUnary, str]]:
-    plugin = RawUnary(asks, probe=probe)
-    server = grpc.aio.server()
-    pb_grpc.add_LifecyclePluginServiceServicer_to_server(plugin, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        yield plugin, f"127.0.0.1:{port}"
-    finally:
-        await server.stop(0)
+) -> contextlib.AbstractAsyncContextManager[tuple[RawUnary, str]]:
+    return listening(RawUnary(asks, probe=probe))
 
 
 @pytest.mark.rule("RMC-02")
