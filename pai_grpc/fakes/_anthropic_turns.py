@@ -29,7 +29,7 @@ DEFAULT_START_USAGE: JsonObject = {
 #: message_delta usage of :func:`reply` unless ``usage`` is given.
 DEFAULT_DELTA_USAGE: JsonObject = {"output_tokens": 5}
 
-Ending = Literal["complete", "error", "truncate", "disconnect"]
+Ending = Literal["complete", "error", "truncate", "disconnect", "stall"]
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,8 @@ class StreamTurn:
             are sent before it.
         ending: ``complete`` sends every event; ``error`` sends ``error`` as an
             ``event: error``; ``truncate`` ends the body cleanly; ``disconnect``
-            drops the connection mid-body.
+            drops the connection mid-body; ``stall`` sends every event but
+            never ends the body (the server waits for the client to go away).
         error: The body of the ``event: error`` (``ending == "error"``).
     """
 
@@ -80,7 +81,7 @@ class StreamTurn:
 
     def sent_events(self) -> tuple[SseEvent, ...]:
         """The events that go out before the ending."""
-        if self.ending == "complete" or self.after_events is None:
+        if self.ending in ("complete", "stall") or self.after_events is None:
             return self.events
         return self.events[: self.after_events]
 

@@ -1,4 +1,4 @@
-"""Just enough HTTP/1.1 for the fakes: read one request, write one response."""
+"""Just enough HTTP/1.1 for the fakes: read a request, write a response (keep-alive)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,13 @@ class HttpRequest:
     body: bytes
 
 
-async def read_request(reader: asyncio.StreamReader) -> HttpRequest | None:
-    """Read one request (``Content-Length`` body); ``None`` when the peer sent none."""
+async def read_request(reader: asyncio.StreamReader, prefix: bytes = b"") -> HttpRequest | None:
+    """Read one request (``Content-Length`` body); ``None`` when the peer sent none.
+
+    ``prefix``: its first bytes, already read from ``reader``.
+    """
     try:
-        head = await reader.readuntil(b"\r\n\r\n")
+        head = prefix + await reader.readuntil(b"\r\n\r\n")
     except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
         return None
     if len(head) > _MAX_HEAD:
@@ -46,13 +49,13 @@ async def read_request(reader: asyncio.StreamReader) -> HttpRequest | None:
 
 
 def response_head(status: int, headers: list[tuple[str, str]]) -> bytes:
-    """The status line and headers of a response (the connection closes after it)."""
+    """The status line and headers of a response (the connection stays open after it)."""
     try:
         phrase = http.HTTPStatus(status).phrase
     except ValueError:
         phrase = _EXTRA_PHRASES.get(status, "Unknown")
     lines = [f"HTTP/1.1 {status} {phrase}"]
-    lines += [f"{name}: {value}" for name, value in [*headers, ("connection", "close")]]
+    lines += [f"{name}: {value}" for name, value in [*headers, ("connection", "keep-alive")]]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 

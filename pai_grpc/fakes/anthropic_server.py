@@ -115,6 +115,8 @@ class RecordedRequest:
         events_sent: SSE events written so far.
         client_closed: The client closed the connection before the answer ended.
         done: Set when the server finished with the request (any way).
+        connection: The connection it came on, numbered from 1 in the order
+            they were opened (a client's pool reuses them, as with the real API).
     """
 
     method: str
@@ -122,6 +124,7 @@ class RecordedRequest:
     headers: dict[str, str]
     body: JsonObject
     events_sent: int = 0
+    connection: int = 0
     client_closed: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
 
@@ -151,6 +154,8 @@ class FakeAnthropic:
         self._turns: list[TurnSource] = []
         self._served = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        self._connections = 0
+        self._stopping = False
         self.requests: list[RecordedRequest] = []
 
     @property
@@ -171,6 +176,7 @@ class FakeAnthropic:
 
     async def start(self) -> None:
         """Start listening."""
+        self._stopping = False
         self._server = await asyncio.start_server(self._handle, self._host, 0)
         self._port = self._server.sockets[0].getsockname()[1]
 
@@ -179,6 +185,7 @@ class FakeAnthropic:
         if self._server is None:
             return
         self._server.close()
+        self._stopping = True
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -202,35 +209,81 @@ class FakeAnthropic:
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
-        record: RecordedRequest | None = None
-        eof: asyncio.Task[bytes] | None = None
+        # Keep-alive, as the real API: the SDK's pool sends the next request on
+        # the same connection; it closes after an aborted answer or a client's
+        # ``connection: close``.
+        self._connections += 1
+        connection = self._connections
+        prefix: bytes | None = b""
         try:
-            request = await read_request(reader)
-            if request is None:
-                return
-            record = RecordedRequest(
-                request.method, request.path, request.headers, _parse_json(request.body)
-            )
-            self.requests.append(record)
-            # The client sends nothing after its request, so a read that
-            # returns tells that it closed the connection.
-            eof = asyncio.ensure_future(reader.read(1))
-            await self._answer(writer, record, request.body, eof)
-        except ConnectionError:
-            if record is not None:
-                record.client_closed = True
+            while prefix is not None:
+                prefix = await self._one(reader, writer, prefix, connection)
+        except asyncio.CancelledError:
+            # stop() ends idle keep-alive connections: end quietly (asyncio logs
+            # a connection handler that ends cancelled as an error).
+            if not self._stopping:
+                raise
         finally:
-            if eof is not None:
-                eof.cancel()
-                with contextlib.suppress(asyncio.CancelledError, ConnectionError):
-                    await eof
             writer.close()
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
-            if record is not None:
-                record.done.set()
             if task is not None:
                 self._tasks.discard(task)
+
+    async def _one(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        prefix: bytes,
+        connection: int,
+    ) -> bytes | None:
+        """Answer one request; the start of the next one, or None when the connection ends."""
+        record: RecordedRequest | None = None
+        eof: asyncio.Task[bytes] | None = None
+        try:
+            request = await read_request(reader, prefix)
+            if request is None:
+                return None
+            record = RecordedRequest(
+                request.method,
+                request.path,
+                request.headers,
+                _parse_json(request.body),
+                connection=connection,
+            )
+            self.requests.append(record)
+            # The client sends nothing while it waits for the answer, so a read
+            # that returns tells that it closed the connection.
+            eof = asyncio.ensure_future(reader.read(1))
+            await self._answer(writer, record, request.body, eof)
+            if (
+                record.client_closed
+                or writer.transport.is_closing()
+                or request.headers.get("connection", "").lower() == "close"
+            ):
+                return None
+            # The answer is complete: what the read got (nothing, unless the
+            # client already sent its next request) begins the next request.
+            eof.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await eof
+            if eof.cancelled():
+                return b""
+            try:
+                return eof.result() or None
+            except ConnectionError:  # reset after a complete answer
+                return None
+        except ConnectionError:
+            if record is not None:
+                record.client_closed = True
+            return None
+        finally:
+            if eof is not None and not eof.done():
+                eof.cancel()
+                with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+                    await eof
+            if record is not None:
+                record.done.set()
 
     async def _answer(
         self,
@@ -304,6 +357,12 @@ class FakeAnthropic:
         if turn.ending == "disconnect":
             # No terminating chunk: the client sees an incomplete body.
             writer.transport.abort()
+            return
+        if turn.ending == "stall":
+            # No terminating chunk either, and no end: only the client leaving ends it.
+            with contextlib.suppress(ConnectionError):
+                await eof
+            record.client_closed = True
             return
         writer.write(LAST_CHUNK)
         await writer.drain()

@@ -56,9 +56,10 @@ from pai_grpc.runtime._records import parts_to_json
 from pai_grpc.runtime._reducer import StepReducer
 from storage import NewMessage, check_strict_json
 
-#: A step publishing a burst of chunks lets a reader still sending earlier ones
-#: run at least this often, in seconds: the reader's latency is bounded, and a
-#: burst costs a few loop turns rather than one per chunk.
+#: A step publishing a burst of chunks lets the rest of the event loop (a reader
+#: still sending earlier ones, other calls) run at least this often, in seconds:
+#: their latency is bounded, and a burst costs a few loop turns rather than one
+#: per chunk.
 GIVE_WAY_SECONDS = 0.0002
 
 
@@ -149,9 +150,11 @@ class StepOutput:
                 )
         # When the stream hands over chunks without waiting (a burst the provider's
         # buffer already holds, a model that answers at once), this loop would
-        # never let a reader on the same event loop run: it gives way at once
-        # to a reader it woke, and every GIVE_WAY_SECONDS to one still sending
-        # (each message a reader sends waits for a turn of the loop).
+        # never let anything else on the event loop run: it gives way at once to
+        # a reader it woke, and every GIVE_WAY_SECONDS to everything else (a
+        # reader still sending, each of whose messages waits for a turn of the
+        # loop; the StreamRun that will read this run, not dispatched yet; every
+        # other client's call).
         channel = self._committer.channel
         give_way_at = 0.0
         try:
@@ -165,9 +168,7 @@ class StepOutput:
                 self._committer.emit_chunk(chunk)
                 if chunk.type in ("error", "abort"):
                     break
-                if channel.readers_waiting or (
-                    channel.readers_sending and time.monotonic() >= give_way_at
-                ):
+                if channel.readers_waiting or time.monotonic() >= give_way_at:
                     await asyncio.sleep(0)
                     give_way_at = time.monotonic() + GIVE_WAY_SECONDS
             self._publish_data(data, reducer)

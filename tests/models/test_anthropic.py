@@ -8,6 +8,7 @@ closing the stream early aborts the HTTP response.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import anthropic
@@ -399,6 +400,41 @@ async def test_stream_resolves_before_the_body_is_consumed(
     rest = [chunk async for chunk in stream]
     assert first == TextStartChunk(id=B0)
     assert rest[-1] == finish_step()
+
+
+async def test_consecutive_steps_reuse_the_providers_connection(
+    fake: FakeAnthropic, model: AnthropicModel
+) -> None:
+    """A step read to its end hands the connection back to the SDK's pool.
+
+    The body ends right after ``message_stop``; closing the response before
+    reading that end dropped the connection, so every step paid a new TCP
+    (and, against the real API, TLS) handshake before its first token.
+    """
+    fake.script(reply(text_block("Hi there", chunks=["Hi", " there"])))
+    for _ in range(3):
+        stream = await model.stream(user_call())
+        chunks = [chunk async for chunk in stream]
+        assert chunks[-1] == finish_step()
+    assert [(r.connection, r.client_closed) for r in fake.requests] == [(1, False)] * 3
+
+
+async def test_a_body_that_does_not_end_after_message_stop_costs_the_connection_not_the_step(
+    fake: FakeAnthropic, model: AnthropicModel
+) -> None:
+    fake.script(replace(reply(text_block("Hi", chunks=["Hi"])), ending="stall"))
+    stream = await model.stream(user_call())
+
+    async def read() -> list[Any]:
+        return [chunk async for chunk in stream]
+
+    # The step ends (after the adapter waited RELEASE_SECONDS for the body's end),
+    # and the connection is dropped: the server saw the client leave.
+    chunks = await asyncio.wait_for(read(), 5)
+    assert chunks[-1] == finish_step()
+    record = fake.requests[0]
+    await asyncio.wait_for(record.done.wait(), 5)
+    assert record.client_closed
 
 
 async def test_closing_the_stream_early_aborts_the_http_response(

@@ -192,3 +192,52 @@ async def test_an_unstreamed_request_gets_the_complete_message(fake: FakeAnthrop
         12,
     )
     assert not fake.requests[0].stream
+
+
+async def test_the_sdk_keeps_its_connection_alive_across_requests(fake: FakeAnthropic) -> None:
+    """As with the real API: consecutive requests of one client share a connection."""
+    fake.script(reply(text_block("Hi", chunks=["H", "i"])))
+    async with anthropic.AsyncAnthropic(
+        api_key=API_KEY, base_url=fake.base_url, max_retries=0
+    ) as client:
+        for _ in range(2):
+            stream = await client.messages.create(**REQUEST, stream=True)
+            assert [e.type async for e in stream][-1] == "message_stop"
+        message = await client.messages.create(**REQUEST)
+        assert message.content[0].type == "text"
+    assert [(r.stream, r.connection, r.client_closed) for r in fake.requests] == [
+        (True, 1, False),
+        (True, 1, False),
+        (False, 1, False),
+    ]
+
+
+async def test_a_stream_the_client_abandons_closes_its_connection(fake: FakeAnthropic) -> None:
+    fake.script(reply(text_block("Hello there", chunks=["Hello", " there"]), delay=0.05))
+    async with anthropic.AsyncAnthropic(
+        api_key=API_KEY, base_url=fake.base_url, max_retries=0
+    ) as client:
+        stream = await client.messages.create(**REQUEST, stream=True)
+        assert (await anext(stream)).type == "message_start"
+        await stream.close()
+        await fake.requests[0].done.wait()
+        stream = await client.messages.create(**REQUEST, stream=True)
+        assert [e.type async for e in stream][-1] == "message_stop"
+    first, second = fake.requests
+    assert (first.connection, first.client_closed) == (1, True)
+    assert (second.connection, second.client_closed) == (2, False)
+
+
+async def test_a_client_asking_to_close_gets_a_new_connection_next_time(
+    fake: FakeAnthropic,
+) -> None:
+    fake.script(reply(text_block("Hi")))
+    async with httpx2.AsyncClient(base_url=fake.base_url) as http:
+        for _ in range(2):
+            response = await http.post(
+                "/v1/messages",
+                json=REQUEST,
+                headers={"x-api-key": API_KEY, "connection": "close"},
+            )
+            assert response.status_code == 200
+    assert [r.connection for r in fake.requests] == [1, 2]

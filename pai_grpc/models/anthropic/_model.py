@@ -36,6 +36,9 @@ from pai_grpc.models.anthropic._stream import StreamMapper
 # Errors that may surface while the body is read; the SDK only converts the
 # errors of sending the request.
 _STREAM_ERRORS = (anthropic.AnthropicError, httpx2.HTTPError, json.JSONDecodeError)
+#: How long a finished step waits for the end of its response body (see
+#: AnthropicStepStream._release).
+RELEASE_SECONDS = 1.0
 
 
 class AnthropicModel:
@@ -189,8 +192,26 @@ class AnthropicStepStream(AsyncIterator[StepStreamChunk]):
             if self._mapper.finished:
                 # Nothing follows message_stop: release the connection now
                 # rather than when the consumer asks for the next chunk.
-                await self.aclose()
+                await self._release()
         return self._pending.popleft()
+
+    async def _release(self) -> None:
+        """After ``message_stop``: read the end of the body, then close.
+
+        A response read to its end hands its connection back to the client's
+        pool; closed before, the connection is dropped and the next step pays
+        a new TCP and TLS handshake. The end normally arrives with
+        ``message_stop``; one that does not within :data:`RELEASE_SECONDS`
+        (or anything after it failing) costs the connection, not the step.
+        """
+        try:
+            async with asyncio.timeout(RELEASE_SECONDS):
+                async for _ in self._events:
+                    pass
+        except (TimeoutError, *_STREAM_ERRORS):
+            pass
+        finally:
+            await self.aclose()
 
     async def aclose(self) -> None:
         """Abort the HTTP response; later iteration ends the stream."""
