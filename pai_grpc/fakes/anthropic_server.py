@@ -265,8 +265,8 @@ class FakeAnthropic:
             # The answer is complete: what the read got (nothing, unless the
             # client already sent its next request) begins the next request.
             eof.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await eof
+            # wait(), not await: this task's own cancellation (stop()) must not be swallowed.
+            await asyncio.wait({eof})
             if eof.cancelled():
                 return b""
             try:
