@@ -226,18 +226,14 @@ class Reads:
                 channel = broker.channel(run_id)
                 delivered = False
                 if channel is not None and channel.covers(cursor):
-                    # Counted while delivering, so a publisher in a burst lets this
-                    # reader's sends through (StepOutput gives way to sending readers).
-                    channel.readers_sending += 1
-                    try:
-                        for event in channel.since(cursor):
-                            yield event
-                            cursor = event.seq
-                            delivered = True
-                            if event.terminal:
-                                return
-                    finally:
-                        channel.readers_sending -= 1
+                    # A publisher in a burst gives way to the loop every
+                    # GIVE_WAY_SECONDS (StepOutput), so these sends get through.
+                    for event in channel.since(cursor):
+                        yield event
+                        cursor = event.seq
+                        delivered = True
+                        if event.terminal:
+                            return
                 else:
                     ended = broker.ended(run_id) if channel is None else None
                     if ended is not None and ended.replays(cursor):

@@ -151,9 +151,6 @@ class RunChannel:
         self.size = 0
         self._events: deque[tuple[EncodedRunEvent, int]] = deque()
         self.signal = _Signal()
-        #: Readers delivering this channel's events (between two waits): each of
-        #: their messages waits for a turn of the event loop to be sent.
-        self.readers_sending = 0
 
     def publish(self, event: EncodedRunEvent) -> None:
         """Deliver an event to every subscriber now."""
