@@ -22,6 +22,7 @@ from pai_grpc.client import (
     PaiClient,
     PaiClientError,
     RunHandle,
+    RunStream,
     ThreadHandle,
 )
 from pai_grpc.domain import (
@@ -326,8 +327,9 @@ class ChatSession:
         if self.thread is None:
             self.thread = await self.client.create_thread(agent=self.agent)
             self._say(f"thread {self.thread.id}")
-        run = await self.thread.send(text)
-        self.reply = asyncio.get_running_loop().create_task(self._follow(run))
+        stream = await self.thread.send_and_stream(text)
+        run = stream.run
+        self.reply = asyncio.get_running_loop().create_task(self._follow(run, stream))
         try:
             await asyncio.wait([self.reply])
         finally:
@@ -337,11 +339,11 @@ class ChatSession:
             return
         reply.result()  # re-raises what went wrong
 
-    async def _follow(self, run: RunHandle) -> None:
+    async def _follow(self, run: RunHandle, stream: RunStream) -> None:
         printer = EventPrinter(self.out)
         spinner = _Spinner(self.err) if self.tty else None
         try:
-            async for event in run.stream():
+            async for event in stream:
                 payload = event.payload
                 if spinner is not None and _shows_something(event):
                     spinner.stop()

@@ -68,6 +68,16 @@ class InvalidArgument(PaiError):
         """An error about a single field."""
         return cls(f"{field}: {description}", [FieldViolation(field, description)], reason=reason)
 
+    def under(self, parent: str) -> InvalidArgument:
+        """The same error about a request nested in field ``parent`` of another."""
+        nested = InvalidArgument(
+            self.message,
+            [FieldViolation(f"{parent}.{v.field}", v.description) for v in self.violations],
+            reason=self.reason,
+        )
+        nested.metadata = dict(self.metadata)
+        return nested
+
 
 class NotFoundError(PaiError):
     """The resource does not exist in the caller's scope."""

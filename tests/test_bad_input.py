@@ -481,15 +481,24 @@ def deep_struct(levels: int) -> bytes:
         ("/pai.v1.ThreadService/CreateThread", deep_struct(35)),
         ("/pai.v1.ThreadService/WatchThread", b"\x0a\x05\xed\xa0\x80ab"),  # a lone surrogate
         ("/pai.v1.RunService/StreamRun", b"\x12"),  # truncated
+        ("/pai.v1.ThreadService/SendAndStream", b"\x0a\x04\x0a\x02\xc3\x28"),  # bad UTF-8
         ("/pai.v1.AdminService/GetRunPrivateMetadata", b"\x0a\xff"),
     ],
-    ids=["garbage", "bad-utf8", "deep-struct", "surrogate-stream", "truncated-stream", "admin"],
+    ids=[
+        "garbage",
+        "bad-utf8",
+        "deep-struct",
+        "surrogate-stream",
+        "truncated-stream",
+        "bad-utf8-send-and-stream",
+        "admin",
+    ],
 )
 async def test_undecodable_requests_are_malformed_request(
     any_server: InProcessServer, method: str, payload: bytes
 ) -> None:
     before = await store_state(any_server)
-    if method.endswith(("WatchThread", "StreamRun")):
+    if method.endswith(("WatchThread", "StreamRun", "SendAndStream")):
         call: Any = any_server.channel.unary_stream(method)(payload)
         with pytest.raises(grpc.aio.AioRpcError) as info:
             async for _ in call:

@@ -15,7 +15,7 @@ from pai_grpc.testing import InProcessServer
 CONTRACT = {
     "pai.v1.ThreadService": {
         "CreateThread", "GetThread", "ListThreads", "DeleteThread", "UpdateThreadMetadata",
-        "ListMessages", "Send", "Trigger", "Regenerate", "WatchThread",
+        "ListMessages", "Send", "SendAndStream", "Trigger", "Regenerate", "WatchThread",
     },
     "pai.v1.RunService": {"GetRun", "ListRuns", "StreamRun", "CancelRun", "ResolvePendingAction"},
     "pai.v1.AdminService": {"UpdateMessageVisibility"},

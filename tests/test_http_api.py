@@ -135,6 +135,49 @@ async def test_connect_json_send_and_stream_run_to_completion(client: httpx.Asyn
     assert [int(e["seq"]) for e in rest] == seqs[-1:]
 
 
+async def test_connect_json_send_and_stream_on_one_call(client: httpx.AsyncClient) -> None:
+    created = await call(client, "ThreadService/CreateThread", {}, A)
+    thread_id = created.json()["thread"]["id"]
+    request = json.dumps({"send": {"threadId": thread_id, "parts": [{"text": {"text": "one"}}]}})
+    async with client.stream(
+        "POST",
+        "/pai.v1.ThreadService/SendAndStream",
+        content=envelope(request.encode()),
+        headers={**A, "content-type": "application/connect+json", "connect-protocol-version": "1"},
+    ) as response:
+        assert response.status_code == 200
+        body = b"".join([chunk async for chunk in response.aiter_bytes()])
+    *messages, (end_flags, end) = frames(body)
+    assert end_flags == 2
+    assert json.loads(end) == {}, "the stream ends without an error"
+    first, *rest = [json.loads(m) for _, m in messages]
+    assert first["run"]["threadId"] == thread_id
+    run_id = first["run"]["runId"]
+    events = [r["event"] for r in rest]
+    assert [e["status"]["status"] for e in events if "status" in e][-1] == "RUN_STATUS_COMPLETED"
+    # The events are the run's log, as StreamRun gives them.
+    logged = await client.post(
+        "/pai.v1.RunService/StreamRun",
+        content=envelope(json.dumps({"runId": run_id}).encode()),
+        headers={**A, "content-type": "application/connect+json"},
+    )
+    log = [json.loads(m)["event"] for f, m in frames(logged.content) if f == 0]
+    assert [e["seq"] for e in events] == [e["seq"] for e in log]
+
+    # Bad input: the error names the nested field, and nothing was accepted.
+    bad = await client.post(
+        "/pai.v1.ThreadService/SendAndStream",
+        content=envelope(json.dumps({"send": {"threadId": thread_id}}).encode()),
+        headers={**A, "content-type": "application/connect+json"},
+    )
+    (flags, end), *_ = frames(bad.content)
+    assert flags == 2
+    error = json.loads(end)["error"]
+    assert error["code"] == "invalid_argument"
+    violations = error_details(httpx.Response(200, json=error))["bad"].field_violations
+    assert [v.field for v in violations] == ["send.parts"]
+
+
 async def test_connect_binary_proto(client: httpx.AsyncClient) -> None:
     request = thread_service_pb2.CreateThreadRequest(agent="")
     response = await client.post(

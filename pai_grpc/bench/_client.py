@@ -3,7 +3,9 @@
 ``python -m pai_grpc.bench._client ADDRESS MODE CLIENTS SECONDS [WORDS]`` prints
 one JSON line: ``{"rate": ..., "ttfc": [...], "messages": ...}``. ``WORDS``: the
 stream mode sends that many words (an echoing model streams one delta per
-word) instead of the word ``stream``.
+word) instead of the word ``stream``. The ``runs`` and ``ttfc`` modes send
+with ``Send`` and then read ``StreamRun``; ``runs-one`` and ``ttfc-one`` do
+both on one ``SendAndStream`` call.
 """
 
 from __future__ import annotations
@@ -47,12 +49,41 @@ async def send_and_stream(
     return first, deltas, messages, time.perf_counter() - start
 
 
+async def one_call(threads: tgrpc.ThreadServiceStub, thread_id: str) -> tuple[float, int]:
+    """SendAndStream "hi" to the run's terminal status.
+
+    Returns seconds to the first text delta and the events streamed (the
+    handle, the first response, is not an event).
+    """
+    start = time.perf_counter()
+    first = 0.0
+    messages = 0
+    part = parts_pb2.MessagePart(text=parts_pb2.TextPart(text="hi"))
+    request = tpb.SendAndStreamRequest(send=tpb.SendRequest(thread_id=thread_id, parts=[part]))
+    async for response in threads.SendAndStream(request):
+        if response.WhichOneof("response") != "event":
+            continue
+        messages += 1
+        if not first and response.event.chunk.WhichOneof("chunk") == "text_delta":
+            first = time.perf_counter() - start
+    return first, messages
+
+
 async def one_run(
-    threads: tgrpc.ThreadServiceStub, runs: run_service_pb2_grpc.RunServiceStub, thread_id: str
+    threads: tgrpc.ThreadServiceStub,
+    runs: run_service_pb2_grpc.RunServiceStub,
+    thread_id: str,
+    one: bool = False,
 ) -> float:
-    """Send and stream one run to its terminal status; return seconds to the first text delta."""
+    """Send and stream one run to its terminal status; return seconds to the first text delta.
+
+    ``one``: on one SendAndStream call instead of Send and then StreamRun.
+    """
     global last_messages
-    first, _, last_messages, _ = await send_and_stream(threads, runs, thread_id)
+    if one:
+        first, last_messages = await one_call(threads, thread_id)
+    else:
+        first, _, last_messages, _ = await send_and_stream(threads, runs, thread_id)
     return first
 
 
@@ -96,18 +127,19 @@ async def main(
                         deltas += 1
                 rates.append(deltas / (time.perf_counter() - start))
             return {"rate": sorted(rates)[len(rates) // 2]}
-        if mode == "ttfc":
+        one = mode.endswith("-one")
+        if mode.startswith("ttfc"):
             for _ in range(5):
-                await one_run(threads, runs, ids[0])
-            samples = [await one_run(threads, runs, ids[0]) for _ in range(int(seconds))]
+                await one_run(threads, runs, ids[0], one)
+            samples = [await one_run(threads, runs, ids[0], one) for _ in range(int(seconds))]
             return {"ttfc": samples, "messages": last_messages}
         for thread_id in ids:
-            await one_run(threads, runs, thread_id)  # warm up
+            await one_run(threads, runs, thread_id, one)  # warm up
 
         async def run_client(thread_id: str) -> None:
             nonlocal count
             while time.perf_counter() < stop:
-                await one_run(threads, runs, thread_id)
+                await one_run(threads, runs, thread_id, one)
                 count += 1
 
         stop = time.perf_counter() + seconds

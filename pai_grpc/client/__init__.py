@@ -11,6 +11,10 @@ Asynchronous first::
             ...
         print(await run.text())
 
+        # Or send and stream on one call (the first event comes sooner):
+        async for event in await thread.send_and_stream("And in Rome?"):
+            ...
+
 and blocking for scripts (``PaiClient.sync(...)`` or :class:`SyncPaiClient`).
 Objects are the domain types of :mod:`pai_grpc.domain` (``Thread``,
 ``Message``, parts, ``Run``, ``RunEvent``, ``PendingAction``), never raw
@@ -39,8 +43,8 @@ from pai_grpc.client._errors import (
 )
 from pai_grpc.client._handles import Content, RunHandle, ThreadHandle, message_text
 from pai_grpc.client._retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
-from pai_grpc.client._stream import ThreadUpdate, is_recovery_abort, is_terminal_event
-from pai_grpc.client._sync import SyncPaiClient, SyncRun, SyncThread
+from pai_grpc.client._stream import RunStream, ThreadUpdate, is_recovery_abort, is_terminal_event
+from pai_grpc.client._sync import SyncPaiClient, SyncRun, SyncRunStream, SyncThread
 
 __all__ = [
     "CLI_RETRY",
@@ -62,8 +66,10 @@ __all__ = [
     "ResourceExhaustedError",
     "RetryPolicy",
     "RunHandle",
+    "RunStream",
     "SyncPaiClient",
     "SyncRun",
+    "SyncRunStream",
     "SyncThread",
     "ThreadHandle",
     "ThreadUpdate",

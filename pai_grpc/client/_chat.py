@@ -47,8 +47,9 @@ async def chat(
             else:
                 thread = await client.create_thread(agent=agent)
                 print(f"thread {thread.id}", file=err)
-            run = await thread.send(message)
-            async for event in run.stream():
+            stream = await thread.send_and_stream(message)
+            run = stream.run
+            async for event in stream:
                 payload = event.payload
                 if isinstance(payload, ChunkEvent):
                     chunk = payload.chunk

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -13,10 +14,15 @@ import grpc
 from pai.v1 import run_service_pb2, run_service_pb2_grpc, thread_service_pb2
 from pai.v1 import thread_service_pb2_grpc as thread_grpc
 from pai_grpc._wire import ClientTls, channel
-from pai_grpc.client._errors import FailedPreconditionError, ProtocolError
+from pai_grpc.client._errors import DeadlineExceededError, FailedPreconditionError, ProtocolError
 from pai_grpc.client._handles import Content, RunHandle, ThreadHandle
 from pai_grpc.client._retry import DEFAULT_RETRY, RetryPolicy, with_retry
-from pai_grpc.client._stream import ThreadUpdate, resuming_run_events, resuming_thread_updates
+from pai_grpc.client._stream import (
+    RunStream,
+    ThreadUpdate,
+    resuming_run_events,
+    resuming_thread_updates,
+)
 from pai_grpc.convert import (
     delivery_to_proto,
     message_from_proto,
@@ -250,6 +256,24 @@ class PaiClient:
 
         return self._pages(fetch)
 
+    def _send_request(
+        self,
+        thread_id: str,
+        content: Content,
+        request_id: str | None,
+        delivery: Delivery | None,
+        metadata: JsonObject | None,
+        run_metadata: JsonObject | None,
+    ) -> thread_service_pb2.SendRequest:
+        return thread_service_pb2.SendRequest(
+            thread_id=thread_id,
+            parts=[part_to_proto(p) for p in _parts(content)],
+            metadata=struct_to_proto(metadata or {}, path="metadata"),
+            request_id=request_id or new_request_id(),
+            delivery=delivery_to_proto(delivery) if delivery else None,
+            run_metadata=struct_to_proto(run_metadata or {}, path="run_metadata"),
+        )
+
     async def send(
         self,
         thread_id: str,
@@ -262,16 +286,61 @@ class PaiClient:
         timeout: float | None = None,
     ) -> RunHandle:
         """Send a user message to ``thread_id`` (see :meth:`ThreadHandle.send`)."""
-        request = thread_service_pb2.SendRequest(
-            thread_id=thread_id,
-            parts=[part_to_proto(p) for p in _parts(content)],
-            metadata=struct_to_proto(metadata or {}, path="metadata"),
-            request_id=request_id or new_request_id(),
-            delivery=delivery_to_proto(delivery) if delivery else None,
-            run_metadata=struct_to_proto(run_metadata or {}, path="run_metadata"),
+        request = self._send_request(
+            thread_id, content, request_id, delivery, metadata, run_metadata
         )
         response = await self._call(self._threads.Send, request, timeout=timeout)
         return self._run_handle(response.run)
+
+    async def send_and_stream(
+        self,
+        thread_id: str,
+        content: Content,
+        *,
+        request_id: str | None = None,
+        delivery: Delivery | None = None,
+        metadata: JsonObject | None = None,
+        run_metadata: JsonObject | None = None,
+        timeout: float | None = None,
+    ) -> RunStream:
+        """Send a message and stream its run on one call (:meth:`ThreadHandle.send_and_stream`).
+
+        Returns once the run's handle has arrived; ``timeout`` bounds that wait
+        (per attempt), not the stream.
+        """
+        request = thread_service_pb2.SendAndStreamRequest(
+            send=self._send_request(
+                thread_id, content, request_id, delivery, metadata, run_metadata
+            )
+        )
+        deadline = timeout if timeout is not None else self.timeout
+        calls: list[Any] = []
+
+        async def attempt() -> Any:
+            # No deadline on the call: it streams for as long as the run lasts.
+            call = self._threads.SendAndStream(request, metadata=self._metadata)
+            calls.append(call)
+            try:
+                async with asyncio.timeout(deadline):
+                    return await call.read()
+            except TimeoutError:
+                call.cancel()
+                raise DeadlineExceededError(
+                    grpc.StatusCode.DEADLINE_EXCEEDED, f"no run handle within {deadline} s"
+                ) from None
+            except BaseException:
+                call.cancel()  # failed, or the caller gave up: nothing keeps the call open
+                raise
+
+        first = await with_retry(attempt, self.retry)  # a retry repeats request_id: same run
+        call = calls[-1]
+        if first is grpc.aio.EOF or first.WhichOneof("response") != "run":
+            call.cancel()
+            raise ProtocolError(
+                grpc.StatusCode.INTERNAL, "SendAndStream did not answer the run handle first"
+            )
+        run = self._run_handle(first.run)
+        return RunStream(run, self._run_events(run.id, 0, opened=call), call)
 
     async def trigger(
         self,
@@ -384,7 +453,11 @@ class PaiClient:
 
     def stream_run(self, run_id: str, *, after_seq: int = 0) -> AsyncIterator[RunEvent]:
         """A run's events after ``after_seq`` until it ends (see :meth:`RunHandle.stream`)."""
+        return self._run_events(run_id, after_seq)
 
+    def _run_events(
+        self, run_id: str, after_seq: int, *, opened: Any = None
+    ) -> AsyncIterator[RunEvent]:
         async def ended() -> bool:
             return (await self.get_run(run_id)).is_terminal
 
@@ -395,6 +468,7 @@ class PaiClient:
             metadata=self._metadata,
             policy=self.retry,
             is_terminal_run=ended,
+            opened=opened,
         )
 
     async def cancel_run(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING
 
-from pai_grpc.client._stream import ThreadUpdate
+from pai_grpc.client._stream import RunStream, ThreadUpdate
 from pai_grpc.domain import (
     Delivery,
     JsonObject,
@@ -185,6 +185,40 @@ class ThreadHandle:
         default, or ``steer`` into the active run).
         """
         return await self.client.send(
+            self.id,
+            content,
+            request_id=request_id,
+            delivery=delivery,
+            metadata=metadata,
+            run_metadata=run_metadata,
+        )
+
+    async def send_and_stream(
+        self,
+        content: Content,
+        *,
+        request_id: str | None = None,
+        delivery: Delivery | None = None,
+        metadata: JsonObject | None = None,
+        run_metadata: JsonObject | None = None,
+    ) -> RunStream:
+        """Send a user message and stream the run that answers it, on one call.
+
+        :meth:`send` and then :meth:`RunHandle.stream` without the round trip
+        between them (the first event comes sooner). Returns once the run is
+        known (``.run``); iterate the result for its events::
+
+            stream = await thread.send_and_stream("Hello")
+            async for event in stream:
+                ...
+
+        The same guarantees as the two calls: ``request_id`` makes a retry
+        safe (a retry before the handle arrived streams the same run), and a
+        call that breaks afterwards resumes with StreamRun after the last seq
+        received. A message steered into an active run streams that run from
+        its first event.
+        """
+        return await self.client.send_and_stream(
             self.id,
             content,
             request_id=request_id,

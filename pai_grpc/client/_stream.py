@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -31,6 +31,9 @@ from pai_grpc.domain import (
     Thread,
     ThreadChangeKind,
 )
+
+if TYPE_CHECKING:
+    from pai_grpc.client._handles import RunHandle
 
 
 @dataclass(frozen=True)
@@ -95,22 +98,30 @@ async def resuming_run_events(
     metadata: Any,
     policy: RetryPolicy,
     is_terminal_run: Callable[[], Awaitable[bool]],
+    opened: Any = None,
 ) -> AsyncIterator[RunEvent]:
     """The events of ``run_id`` after ``after_seq`` until its terminal status, reconnecting.
 
     ``is_terminal_run`` is asked when a stream ends cleanly without a terminal
     status (a cursor already at the end of a finished run, or a server that
     went away between messages): then the stream is done, or it is reopened.
+    ``opened``: a call already streaming the run's events from ``after_seq``
+    (a SendAndStream whose handle was read), read before any StreamRun.
     """
     cursor = after_seq
     retry = _Reconnect(policy)
     while True:
-        call = stub.StreamRun(
-            run_service_pb2.StreamRunRequest(run_id=run_id, after_seq=cursor), metadata=metadata
-        )
+        if opened is not None:
+            call, opened = opened, None
+        else:
+            call = stub.StreamRun(
+                run_service_pb2.StreamRunRequest(run_id=run_id, after_seq=cursor),
+                metadata=metadata,
+            )
         failure: grpc.aio.AioRpcError | None = None
         try:
-            async for response in call:
+            # read(), not iteration: a SendAndStream call was read so for its handle.
+            while (response := await call.read()) is not grpc.aio.EOF:
                 try:
                     event = run_event_from_proto(response.event)
                 except ValueError as e:
@@ -129,6 +140,41 @@ async def resuming_run_events(
         if failure is None and await is_terminal_run():
             return
         await retry.after(failure)
+
+
+class RunStream:
+    """A run's events as the call that sent its message streams them (SendAndStream).
+
+    ``run`` is the run that answers the message, known before any event.
+    Iterating yields its events until it ends, resuming with StreamRun
+    after the last seq received when the call breaks, with the guarantees of
+    :meth:`RunHandle.stream`. Iterate it once; close it (or leave the
+    ``async with`` block) to stop early.
+    """
+
+    def __init__(self, run: RunHandle, events: AsyncIterator[RunEvent], call: Any) -> None:
+        self.run = run
+        self._events = events
+        self._call = call
+
+    def __repr__(self) -> str:
+        return f"RunStream({self.run!r})"
+
+    def __aiter__(self) -> AsyncIterator[RunEvent]:
+        return self._events
+
+    async def aclose(self) -> None:
+        """Stop streaming (the run goes on)."""
+        self._call.cancel()
+        aclose = getattr(self._events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+    async def __aenter__(self) -> RunStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 async def resuming_thread_updates(

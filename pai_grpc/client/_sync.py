@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from pai_grpc.client._client import PaiClient
 from pai_grpc.client._handles import Content, RunHandle, ThreadHandle
-from pai_grpc.client._stream import ThreadUpdate
+from pai_grpc.client._stream import RunStream, ThreadUpdate
 from pai_grpc.domain import (
     JsonObject,
     JsonValue,
@@ -128,6 +128,23 @@ class SyncRun:
         return self._loop.run(self.handle.submit_data(action, data))
 
 
+class SyncRunStream:
+    """The blocking :class:`~pai_grpc.client.RunStream`: ``run``, then iterate its events."""
+
+    def __init__(self, loop: _Loop, stream: RunStream) -> None:
+        self._loop = loop
+        self._stream = stream
+        #: The run that answers the message.
+        self.run = SyncRun(loop, stream.run)
+
+    def __iter__(self) -> Iterator[RunEvent]:
+        return self._loop.iterate(aiter(self._stream))
+
+    def close(self) -> None:
+        """Stop streaming (the run goes on)."""
+        self._loop.run(self._stream.aclose())
+
+
 class SyncThread:
     """The blocking :class:`~pai_grpc.client.ThreadHandle`."""
 
@@ -147,6 +164,12 @@ class SyncThread:
     def send(self, content: Content, **kwargs: Any) -> SyncRun:
         """Send a user message (keyword arguments as :meth:`ThreadHandle.send`)."""
         return SyncRun(self._loop, self._loop.run(self.handle.send(content, **kwargs)))
+
+    def send_and_stream(self, content: Content, **kwargs: Any) -> SyncRunStream:
+        """Send a user message and stream its run on one call (see ThreadHandle.send_and_stream)."""
+        return SyncRunStream(
+            self._loop, self._loop.run(self.handle.send_and_stream(content, **kwargs))
+        )
 
     def trigger(self, input: JsonValue = None, **kwargs: Any) -> SyncRun:
         """Start a run with an operation input."""

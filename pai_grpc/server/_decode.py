@@ -10,9 +10,9 @@ store, so no backend accepts it), becomes a :class:`Rejected` sentinel that
 the wrapped behaviour answers with a rich INVALID_ARGUMENT status.
 
 The same registration gives the methods in :data:`PRE_ENCODED` a response
-serializer that sends ``bytes`` as they are: StreamRun's servicer yields
-responses already in wire form (built around the stored event), and still
-may yield a message object.
+serializer that sends ``bytes`` as they are: the StreamRun and SendAndStream
+servicers yield responses already in wire form (built around the stored
+event), and still may yield message objects.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ INVALID_CHARACTER = "INVALID_CHARACTER"
 _NUL = "\x00"
 
 #: Methods whose servicers may yield responses already serialized (``bytes``).
-PRE_ENCODED = frozenset({"/pai.v1.RunService/StreamRun"})
+PRE_ENCODED = frozenset({"/pai.v1.RunService/StreamRun", "/pai.v1.ThreadService/SendAndStream"})
 
 
 @dataclass(frozen=True)

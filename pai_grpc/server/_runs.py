@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+
+from google.protobuf.message import Message
 
 from pai.v1 import run_service_pb2 as pb
 from pai.v1 import run_service_pb2_grpc as pb_grpc
@@ -13,20 +15,31 @@ from pai_grpc.runtime import Runtime
 from pai_grpc.server._errors import Context, fill_unimplemented, guarded
 from pai_grpc.server._scope import ScopeResolver
 
-#: The key of ``StreamRunResponse.event`` (field 1, length-delimited), the
-#: response's only field: a response is this, the body's length, the body.
-_EVENT_KEY = bytes([pb.StreamRunResponse.DESCRIPTOR.fields_by_name["event"].number << 3 | 2])
+
+def event_framer(response: type[Message]) -> Callable[[bytes], bytes]:
+    """Frames a stored ``RunEvent`` body as a ``response`` message whose ``event`` field holds it.
+
+    A ``response`` with nothing else set is the field's key, the body's
+    length, the body: its wire form is built around the stored bytes, with
+    no decoding or encoding of the event per reader.
+    """
+    field = response.DESCRIPTOR.fields_by_name["event"]
+    key = bytes([field.number << 3 | 2])  # length-delimited; every number here is < 16
+
+    def frame(body: bytes) -> bytes:
+        size = len(body)
+        length = bytearray()
+        while size > 0x7F:
+            length.append(size & 0x7F | 0x80)
+            size >>= 7
+        length.append(size)
+        return key + length + body
+
+    return frame
 
 
-def stream_run_response(body: bytes) -> bytes:
-    """The wire form of ``StreamRunResponse(event=RunEvent.FromString(body))``, built by framing."""
-    size = len(body)
-    length = bytearray()
-    while size > 0x7F:
-        length.append(size & 0x7F | 0x80)
-        size >>= 7
-    length.append(size)
-    return _EVENT_KEY + length + body
+#: ``StreamRunResponse(event=RunEvent.FromString(body))`` in wire form, built by framing.
+stream_run_response = event_framer(pb.StreamRunResponse)
 
 
 class RunService(pb_grpc.RunServiceServicer):

@@ -22,6 +22,7 @@ from pai_grpc.domain import MessagePart
 from pai_grpc.errors import FieldViolation, InvalidArgument
 from pai_grpc.runtime import RegenerateInput, Runtime, SendInput, TriggerInput
 from pai_grpc.server._errors import Context, fill_unimplemented, guarded
+from pai_grpc.server._runs import event_framer
 from pai_grpc.server._scope import ScopeResolver
 
 
@@ -47,6 +48,28 @@ def convert_struct(pb_struct: Any, present: bool, field: str) -> dict[str, Any]:
         return struct_from_proto(pb_struct)
     except ValueError as e:
         raise InvalidArgument.field(field, str(e)) from e
+
+
+def _send_input(request: pb.SendRequest) -> SendInput:
+    """The runtime's input for a Send (INVALID_ARGUMENT naming the bad field)."""
+    try:
+        delivery = delivery_from_proto(request.delivery)
+    except ValueError as e:
+        raise InvalidArgument.field("delivery", f"unknown delivery {request.delivery}") from e
+    return SendInput(
+        thread_id=request.thread_id,
+        parts=convert_parts(request.parts),
+        metadata=convert_struct(request.metadata, request.HasField("metadata"), "metadata"),
+        request_id=request.request_id,
+        delivery=delivery,
+        run_metadata=convert_struct(request.run_metadata, True, "run_metadata")
+        if request.HasField("run_metadata")
+        else None,
+    )
+
+
+#: ``SendAndStreamResponse(event=RunEvent.FromString(body))`` in wire form, built by framing.
+_send_and_stream_event = event_framer(pb.SendAndStreamResponse)
 
 
 class ThreadService(pb_grpc.ThreadServiceServicer):
@@ -102,26 +125,29 @@ class ThreadService(pb_grpc.ThreadServiceServicer):
     async def Send(self, request: pb.SendRequest, context: Context) -> pb.SendResponse:
         """Commit or queue a user message; return the run handle at once."""
         scope = self._scopes.resolve(context)
-        try:
-            delivery = delivery_from_proto(request.delivery)
-        except ValueError as e:
-            raise InvalidArgument.field("delivery", f"unknown delivery {request.delivery}") from e
-        handle = await self._runtime.send(
-            scope,
-            SendInput(
-                thread_id=request.thread_id,
-                parts=convert_parts(request.parts),
-                metadata=convert_struct(request.metadata, request.HasField("metadata"), "metadata"),
-                request_id=request.request_id,
-                delivery=delivery,
-                run_metadata=convert_struct(
-                    request.run_metadata, request.HasField("run_metadata"), "run_metadata"
-                )
-                if request.HasField("run_metadata")
-                else None,
-            ),
-        )
+        handle = await self._runtime.send(scope, _send_input(request))
         return pb.SendResponse(run=run_handle_to_proto(handle))
+
+    @guarded
+    async def SendAndStream(
+        self, request: pb.SendAndStreamRequest, context: Context
+    ) -> AsyncIterator[bytes | pb.SendAndStreamResponse]:
+        """Send, then stream the run that answers the message, on this call.
+
+        The run's stream is opened before the handle is written, so a run that
+        starts at once is already followed from its live channel while the
+        handle is on the wire. Events are framed around their stored bodies, as
+        StreamRun's are (pre-encoded responses, see :data:`PRE_ENCODED`).
+        """
+        scope = self._scopes.resolve(context)
+        try:
+            handle = await self._runtime.send(scope, _send_input(request.send))
+        except InvalidArgument as e:
+            raise e.under("send") from e
+        events = await self._runtime.stream_run(scope, handle.run_id)
+        yield pb.SendAndStreamResponse(run=run_handle_to_proto(handle))
+        async for event in events:
+            yield _send_and_stream_event(event.body)
 
     @guarded
     async def ListThreads(

@@ -246,7 +246,7 @@ class Metrics:
             meter,
             "pai.active_streams",
             unit="{stream}",
-            description="Open StreamRun and WatchThread calls.",
+            description="Open StreamRun, SendAndStream and WatchThread calls.",
         )
         self.storage_commit = seconds(
             "pai.storage.commit", "Time to commit one write set.", DURATION_BUCKETS

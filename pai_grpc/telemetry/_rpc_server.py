@@ -5,8 +5,8 @@ SERVER span named after the full method (``rpc.system``, ``rpc.service``,
 ``rpc.method``, ``rpc.grpc.status_code``, the peer's address), records the
 OpenTelemetry semantic convention ``rpc.server.duration`` (seconds, by
 service, method and status code; exported to Prometheus as
-``rpc_server_duration_seconds``) and counts open StreamRun / WatchThread calls
-in ``pai.active_streams``.
+``rpc_server_duration_seconds``) and counts open StreamRun, SendAndStream
+and WatchThread calls in ``pai.active_streams``.
 
 Why not opentelemetry-instrumentation-grpc's aio server interceptor (the
 client side still uses that library): measured on the runs benchmark it cost
@@ -36,7 +36,13 @@ from pai_grpc.telemetry._metrics import Metrics
 __all__ = ["STREAM_METHODS", "ServerTelemetryInterceptor"]
 
 #: The server-streaming calls that follow a run or a thread live.
-STREAM_METHODS = frozenset({"/pai.v1.RunService/StreamRun", "/pai.v1.ThreadService/WatchThread"})
+STREAM_METHODS = frozenset(
+    {
+        "/pai.v1.RunService/StreamRun",
+        "/pai.v1.ThreadService/SendAndStream",
+        "/pai.v1.ThreadService/WatchThread",
+    }
+)
 
 #: Calls without a span: balancers and probes would drown the traces.
 _UNTRACED_SERVICE = "grpc.health.v1.Health"

@@ -11,7 +11,14 @@
 import { randomUUID } from "node:crypto";
 import { type JsonObject, type JsonValue, type MessageInitShape, fromJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
-import { type CallOptions, type Client, type Interceptor, createClient } from "@connectrpc/connect";
+import {
+  type CallOptions,
+  type Client,
+  Code,
+  ConnectError,
+  type Interceptor,
+  createClient,
+} from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 import {
   type PendingAction,
@@ -24,6 +31,7 @@ import { RunService } from "./gen/pai/v1/run_service_pb.js";
 import type { Message, Thread } from "./gen/pai/v1/threads_pb.js";
 import {
   Delivery,
+  type SendAndStreamResponse,
   ThreadChange,
   ThreadService,
   type WatchThreadResponse,
@@ -93,6 +101,23 @@ export interface StreamOptions extends CallControl {
   onReconnect?: (error: PaiError, failures: number, afterSeq: bigint) => void;
 }
 
+/** Options of {@link ThreadRef.sendAndStream}: the message's, and the stream's reconnects. */
+export interface SendAndStreamOptions extends SendOptions {
+  /** Called before each reconnect of the stream: the error, the consecutive failures, the cursor. */
+  onReconnect?: (error: PaiError, failures: number, afterSeq: bigint) => void;
+}
+
+/**
+ * What {@link ThreadRef.sendAndStream} resolves to: the run that answers the
+ * message, and (iterating it) that run's events until it is terminal.
+ */
+export interface RunStream extends AsyncIterable<RunEvent> {
+  /** The run, known before its first event. */
+  readonly run: RunRef;
+  /** Stops streaming (the run goes on). */
+  close(): void;
+}
+
 /** Options of {@link ThreadRef.watch}. */
 export interface WatchOptions extends CallControl {
   /** Only changes after this thread version (0: the current head first). */
@@ -122,7 +147,8 @@ export class PaiClient {
   readonly runs: Client<typeof RunService>;
   /** The retry bounds in force. */
   readonly retry: RetryPolicy;
-  private readonly timeoutMs: number;
+  /** Deadline of each unary call (and of the wait for a SendAndStream run), per attempt. @internal */
+  readonly timeoutMs: number;
   private readonly sessions: Http2SessionManager;
   /** Aborted by {@link close}: ends every call, stream and back-off still running. */
   private readonly lifetime = new AbortController();
@@ -235,28 +261,69 @@ export class ThreadRef {
 
   /** Sends a user message; resolves once it is committed or queued, with its run. */
   async send(text: string, options: SendOptions = {}): Promise<RunRef> {
-    const requestId = options.requestId ?? randomUUID();
-    const parts: MessageInitShape<typeof MessagePartSchema>[] = [
-      { part: { case: "text", value: { text } } },
-      ...(options.parts ?? []),
-    ];
-    const r = await this.client.call(
-      (o) =>
-        this.client.threads.send(
-          {
-            threadId: this.id,
-            parts,
-            metadata: options.metadata,
-            requestId,
-            delivery: options.delivery ?? Delivery.UNSPECIFIED,
-            runMetadata: options.runMetadata,
-          },
-          o,
-        ),
-      options,
-    );
+    const request = sendRequest(this.id, text, options);
+    const r = await this.client.call((o) => this.client.threads.send(request, o), options);
     if (!r.run) throw new Error("Send answered without a run");
     return new RunRef(this.client, r.run.runId, r.run);
+  }
+
+  /**
+   * Sends a user message and streams the run that answers it, on one call:
+   * {@link send} and then {@link RunRef.stream} without the round trip
+   * between them (the first event comes sooner). Resolves once the run is
+   * known; iterate the result for its events.
+   *
+   * The same guarantees as the two calls: the request id makes a retry safe
+   * (a retry before the run arrived streams the same run), and a call that
+   * breaks afterwards resumes with StreamRun after the last seq delivered.
+   * The wait for the run is bounded by the client's `timeoutMs` per attempt.
+   */
+  async sendAndStream(text: string, options: SendAndStreamOptions = {}): Promise<RunStream> {
+    const request = { send: sendRequest(this.id, text, options) };
+    const signal = this.client.signal(options.signal);
+    for (let attempt = 1; ; attempt++) {
+      // Its own controller: a timed-out or abandoned attempt's call is cancelled.
+      const call = new AbortController();
+      const callSignal = AbortSignal.any([signal, call.signal]);
+      const responses = this.client.threads.sendAndStream(request, { signal: callSignal });
+      const iterator = responses[Symbol.asyncIterator]();
+      const timer = setTimeout(
+        () =>
+          call.abort(
+            new ConnectError(`no run within ${this.client.timeoutMs} ms`, Code.DeadlineExceeded),
+          ),
+        this.client.timeoutMs,
+      );
+      let first: IteratorResult<SendAndStreamResponse>;
+      try {
+        first = await iterator.next();
+      } catch (e) {
+        call.abort();
+        const err = toPaiError(e);
+        if (signal.aborted || !isTransient(err) || attempt >= this.client.retry.maxAttempts) {
+          throw err;
+        }
+        await sleep(backoffMs(this.client.retry, attempt - 1, err), signal);
+        continue;
+      } finally {
+        clearTimeout(timer);
+      }
+      const handle = first.done ? undefined : first.value.response;
+      if (handle?.case !== "run") {
+        call.abort();
+        throw new Error("SendAndStream did not answer the run first");
+      }
+      const run = new RunRef(this.client, handle.value.runId, handle.value);
+      const events = run.resume(options, eventsOf(iterator, call));
+      return {
+        run,
+        [Symbol.asyncIterator]: () => events,
+        close: () => {
+          call.abort();
+          void events.return(undefined);
+        },
+      };
+    }
   }
 
   /** Starts a run with an operation input and no user message. */
@@ -358,12 +425,29 @@ export class RunRef {
    * error is thrown. An answer from the server (NOT_FOUND, ...) is never retried.
    */
   stream(options: StreamOptions = {}): AsyncGenerator<RunEvent, void, undefined> {
+    return this.resume(options);
+  }
+
+  /**
+   * {@link stream}, reading `opened` (a call already streaming the run's
+   * events after `afterSeq`) before opening any StreamRun.
+   * @internal
+   */
+  resume(
+    options: StreamOptions,
+    opened?: AsyncIterable<RunEvent>,
+  ): AsyncGenerator<RunEvent, void, undefined> {
     let cursor = BigInt(options.afterSeq ?? 0);
     const signal = this.client.signal(options.signal);
+    let first = opened;
     return resuming<RunEvent>({
       policy: this.client.retry,
       signal,
-      open: () => this.events(cursor, signal),
+      open: () => {
+        const call = first ?? this.events(cursor, signal);
+        first = undefined;
+        return call;
+      },
       advance: (event) => {
         if (event.seq <= cursor) return false;
         cursor = event.seq;
@@ -481,3 +565,35 @@ export class RunRef {
 type Resolution = NonNullable<
   Parameters<Client<typeof RunService>["resolvePendingAction"]>[0]["resolution"]
 >;
+
+/** A SendRequest for `text` (then `options.parts`) on `threadId`, with a request id. */
+function sendRequest(threadId: string, text: string, options: SendOptions) {
+  const parts: MessageInitShape<typeof MessagePartSchema>[] = [
+    { part: { case: "text", value: { text } } },
+    ...(options.parts ?? []),
+  ];
+  return {
+    threadId,
+    parts,
+    metadata: options.metadata,
+    requestId: options.requestId ?? randomUUID(),
+    delivery: options.delivery ?? Delivery.UNSPECIFIED,
+    runMetadata: options.runMetadata,
+  };
+}
+
+/** The events of a SendAndStream call whose first response was read; cancels the call when left. */
+async function* eventsOf(
+  responses: AsyncIterator<SendAndStreamResponse>,
+  call: AbortController,
+): AsyncGenerator<RunEvent> {
+  try {
+    for (;;) {
+      const next = await responses.next();
+      if (next.done) return;
+      if (next.value.response.case === "event") yield next.value.response.value;
+    }
+  } finally {
+    call.abort();
+  }
+}

@@ -65,6 +65,69 @@ describe("PaiClient", () => {
     );
   });
 
+  test("sendAndStream: the run first, then its events on the same call, equal to the log", async () => {
+    const thread = await client.createThread();
+    const stream = await thread.sendAndStream("one call");
+    assert.match(stream.run.id, /^run_/);
+    assert.equal(stream.run.handle?.threadId, thread.id);
+    assert.match(stream.run.handle?.messageId ?? "", /^msg_/);
+    const live = await collect(stream);
+    const last = live.at(-1)?.event;
+    assert.ok(last?.case === "status" && last.value.status === RunStatus.COMPLETED, "ends completed");
+    const log = await collect(stream.run.stream());
+    assert.equal(live.length, log.length);
+    live.forEach((e, i) => assert.ok(sameEvent(e, log[i]!), `event ${e.seq} differs from the log`));
+    assert.equal(await stream.run.text(), `${ECHO}one call`);
+  });
+
+  test("sendAndStream whose run is lost on the way is retried with the same request id: one run", async () => {
+    // The server takes the first call and answers; the answer "goes missing".
+    let calls = 0;
+    const loseFirstCall: Interceptor = (next) => async (req) => {
+      const res = await next(req); // the server has taken the message by now
+      if (req.method.name === "SendAndStream" && ++calls === 1) {
+        throw new ConnectError("answer lost", Code.Unavailable);
+      }
+      return res;
+    };
+    const flaky = connect({ interceptors: [loseFirstCall], retry: { initialDelayMs: 1 } });
+    try {
+      const thread = await flaky.createThread();
+      const stream = await thread.sendAndStream("exactly once");
+      assert.equal(calls, 2, "the lost call was retried");
+      const events = await collect(stream);
+      assert.equal(events[0]?.seq, 1n, "the retry streams the run from its first event");
+      const { runs } = await flaky.runs.listRuns({ threadId: thread.id });
+      assert.deepEqual(
+        runs.map((r) => r.id),
+        [stream.run.id],
+      );
+      assert.equal((await thread.messages()).length, 2, "one user message, one answer");
+    } finally {
+      flaky.close();
+    }
+  });
+
+  test("sendAndStream: bad input is a typed error naming the field under send; close() stops early", async () => {
+    const thread = await client.createThread();
+    const bad = await thread.sendAndStream("", { parts: [{ part: { case: "text", value: { text: "" } } }] }).then(
+      () => assert.fail("an empty message was accepted"),
+      (e: unknown) => e,
+    );
+    assert.ok(bad instanceof InvalidArgumentError, String(bad));
+    assert.ok(
+      bad.violations.every((v) => v.field.startsWith("send.parts")),
+      JSON.stringify(bad.violations),
+    );
+    const stream = await thread.sendAndStream(longText(2000));
+    const events = stream[Symbol.asyncIterator]();
+    assert.ok(!(await events.next()).done);
+    stream.close();
+    const { run } = await stream.run.get();
+    assert.ok(!isTerminal(run.status) || run.status === RunStatus.COMPLETED, "the run goes on");
+    await stream.run.cancel("test over").catch(() => undefined);
+  });
+
   test("watch yields the head first, then the changes a run makes", async () => {
     const thread = await client.createThread();
     const changes = thread.watch()[Symbol.asyncIterator]();

@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .thread_service_pb2 import CreateThreadRequest, CreateThreadResponse, DeleteThreadRequest, DeleteThreadResponse, GetThreadRequest, GetThreadResponse, ListMessagesRequest, ListMessagesResponse, ListThreadsRequest, ListThreadsResponse, RegenerateRequest, RegenerateResponse, SendRequest, SendResponse, TriggerRequest, TriggerResponse, UpdateThreadMetadataRequest, UpdateThreadMetadataResponse, WatchThreadRequest, WatchThreadResponse
+from .thread_service_pb2 import CreateThreadRequest, CreateThreadResponse, DeleteThreadRequest, DeleteThreadResponse, GetThreadRequest, GetThreadResponse, ListMessagesRequest, ListMessagesResponse, ListThreadsRequest, ListThreadsResponse, RegenerateRequest, RegenerateResponse, SendAndStreamRequest, SendAndStreamResponse, SendRequest, SendResponse, TriggerRequest, TriggerResponse, UpdateThreadMetadataRequest, UpdateThreadMetadataResponse, WatchThreadRequest, WatchThreadResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
@@ -80,6 +80,24 @@ class ThreadService(Protocol):
     async def send(self, request: SendRequest, ctx: RequestContext[SendRequest, SendResponse], /) -> SendResponse:
         """
         Sends a user message; returns once it is committed or queued.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def send_and_stream(self, request: SendAndStreamRequest, ctx: RequestContext[SendAndStreamRequest, SendAndStreamResponse], /) -> AsyncIterator[SendAndStreamResponse]:
+        """
+        Sends a user message and streams the run that answers it, on one call:
+        Send and StreamRun without the round trip between them. The first
+        response is the run handle, exactly as Send returns it; every later one
+        is an event of that run, exactly as StreamRun streams it from
+        `after_seq` 0, until the run is terminal (a run that waits for a pending
+        action keeps the call open, as StreamRun does).
+
+        Errors before the first response are Send's (nothing was accepted unless
+        the status says so). If the call breaks after the handle arrived, resume
+        with StreamRun(run_id, after_seq = the last seq received); a retry of
+        this call with the same `request_id` answers the same run handle and
+        streams that run again from its first event. A message steered into an
+        active run (DELIVERY_STEER) streams that run, from its first event.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -191,6 +209,17 @@ class ThreadServiceASGIApplication(ConnectASGIApplication[ThreadService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.send,
+                ),
+                "/pai.v1.ThreadService/SendAndStream": Endpoint.server_stream(
+                    method=MethodInfo(
+                        name="SendAndStream",
+                        service_name="pai.v1.ThreadService",
+                        input=SendAndStreamRequest,
+                        output=SendAndStreamResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=svc.send_and_stream,
                 ),
                 "/pai.v1.ThreadService/Trigger": Endpoint.unary(
                     method=MethodInfo(
@@ -427,6 +456,41 @@ class ThreadServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    def send_and_stream(
+        self,
+        request: SendAndStreamRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> AsyncIterator[SendAndStreamResponse]:
+        """
+        Sends a user message and streams the run that answers it, on one call:
+        Send and StreamRun without the round trip between them. The first
+        response is the run handle, exactly as Send returns it; every later one
+        is an event of that run, exactly as StreamRun streams it from
+        `after_seq` 0, until the run is terminal (a run that waits for a pending
+        action keeps the call open, as StreamRun does).
+
+        Errors before the first response are Send's (nothing was accepted unless
+        the status says so). If the call breaks after the handle arrived, resume
+        with StreamRun(run_id, after_seq = the last seq received); a retry of
+        this call with the same `request_id` answers the same run handle and
+        streams that run again from its first event. A message steered into an
+        active run (DELIVERY_STEER) streams that run, from its first event.
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="SendAndStream",
+                service_name="pai.v1.ThreadService",
+                input=SendAndStreamRequest,
+                output=SendAndStreamResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
     async def trigger(
         self,
         request: TriggerRequest,
@@ -543,6 +607,24 @@ class ThreadServiceSync(Protocol):
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
+    def send_and_stream(self, request: SendAndStreamRequest, ctx: RequestContext[SendAndStreamRequest, SendAndStreamResponse], /) -> Iterator[SendAndStreamResponse]:
+        """
+        Sends a user message and streams the run that answers it, on one call:
+        Send and StreamRun without the round trip between them. The first
+        response is the run handle, exactly as Send returns it; every later one
+        is an event of that run, exactly as StreamRun streams it from
+        `after_seq` 0, until the run is terminal (a run that waits for a pending
+        action keeps the call open, as StreamRun does).
+
+        Errors before the first response are Send's (nothing was accepted unless
+        the status says so). If the call breaks after the handle arrived, resume
+        with StreamRun(run_id, after_seq = the last seq received); a retry of
+        this call with the same `request_id` answers the same run handle and
+        streams that run again from its first event. A message steered into an
+        active run (DELIVERY_STEER) streams that run, from its first event.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
     def trigger(self, request: TriggerRequest, ctx: RequestContext[TriggerRequest, TriggerResponse], /) -> TriggerResponse:
         """
         Starts a run with an operation input and no user message.
@@ -649,6 +731,17 @@ class ThreadServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.send,
+                ),
+                "/pai.v1.ThreadService/SendAndStream": EndpointSync.server_stream(
+                    method=MethodInfo(
+                        name="SendAndStream",
+                        service_name="pai.v1.ThreadService",
+                        input=SendAndStreamRequest,
+                        output=SendAndStreamResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=service.send_and_stream,
                 ),
                 "/pai.v1.ThreadService/Trigger": EndpointSync.unary(
                     method=MethodInfo(
@@ -881,6 +974,41 @@ class ThreadServiceClientSync(ConnectClientSync):
                 output=SendResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def send_and_stream(
+        self,
+        request: SendAndStreamRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> Iterator[SendAndStreamResponse]:
+        """
+        Sends a user message and streams the run that answers it, on one call:
+        Send and StreamRun without the round trip between them. The first
+        response is the run handle, exactly as Send returns it; every later one
+        is an event of that run, exactly as StreamRun streams it from
+        `after_seq` 0, until the run is terminal (a run that waits for a pending
+        action keeps the call open, as StreamRun does).
+
+        Errors before the first response are Send's (nothing was accepted unless
+        the status says so). If the call breaks after the handle arrived, resume
+        with StreamRun(run_id, after_seq = the last seq received); a retry of
+        this call with the same `request_id` answers the same run handle and
+        streams that run again from its first event. A message steered into an
+        active run (DELIVERY_STEER) streams that run, from its first event.
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="SendAndStream",
+                service_name="pai.v1.ThreadService",
+                input=SendAndStreamRequest,
+                output=SendAndStreamResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
             ),
             headers=headers,
             timeout_ms=timeout_ms,

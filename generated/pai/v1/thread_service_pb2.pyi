@@ -159,6 +159,20 @@ class SendResponse(_message.Message):
     run: _runs_pb2.RunHandle
     def __init__(self, run: _Optional[_Union[_runs_pb2.RunHandle, _Mapping]] = ...) -> None: ...
 
+class SendAndStreamRequest(_message.Message):
+    __slots__ = ("send",)
+    SEND_FIELD_NUMBER: _ClassVar[int]
+    send: SendRequest
+    def __init__(self, send: _Optional[_Union[SendRequest, _Mapping]] = ...) -> None: ...
+
+class SendAndStreamResponse(_message.Message):
+    __slots__ = ("run", "event")
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    run: _runs_pb2.RunHandle
+    event: _runs_pb2.RunEvent
+    def __init__(self, run: _Optional[_Union[_runs_pb2.RunHandle, _Mapping]] = ..., event: _Optional[_Union[_runs_pb2.RunEvent, _Mapping]] = ...) -> None: ...
+
 class TriggerRequest(_message.Message):
     __slots__ = ("thread_id", "input", "request_id", "run_metadata")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]

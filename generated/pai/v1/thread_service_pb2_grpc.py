@@ -70,6 +70,11 @@ class ThreadServiceStub:
                 request_serializer=pai_dot_v1_dot_thread__service__pb2.SendRequest.SerializeToString,
                 response_deserializer=pai_dot_v1_dot_thread__service__pb2.SendResponse.FromString,
                 _registered_method=True)
+        self.SendAndStream = channel.unary_stream(
+                '/pai.v1.ThreadService/SendAndStream',
+                request_serializer=pai_dot_v1_dot_thread__service__pb2.SendAndStreamRequest.SerializeToString,
+                response_deserializer=pai_dot_v1_dot_thread__service__pb2.SendAndStreamResponse.FromString,
+                _registered_method=True)
         self.Trigger = channel.unary_unary(
                 '/pai.v1.ThreadService/Trigger',
                 request_serializer=pai_dot_v1_dot_thread__service__pb2.TriggerRequest.SerializeToString,
@@ -140,6 +145,25 @@ class ThreadServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SendAndStream(self, request, context):
+        """Sends a user message and streams the run that answers it, on one call:
+        Send and StreamRun without the round trip between them. The first
+        response is the run handle, exactly as Send returns it; every later one
+        is an event of that run, exactly as StreamRun streams it from
+        `after_seq` 0, until the run is terminal (a run that waits for a pending
+        action keeps the call open, as StreamRun does).
+
+        Errors before the first response are Send's (nothing was accepted unless
+        the status says so). If the call breaks after the handle arrived, resume
+        with StreamRun(run_id, after_seq = the last seq received); a retry of
+        this call with the same `request_id` answers the same run handle and
+        streams that run again from its first event. A message steered into an
+        active run (DELIVERY_STEER) streams that run, from its first event.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Trigger(self, request, context):
         """Starts a run with an operation input and no user message.
         """
@@ -198,6 +222,11 @@ def add_ThreadServiceServicer_to_server(servicer, server):
                     servicer.Send,
                     request_deserializer=pai_dot_v1_dot_thread__service__pb2.SendRequest.FromString,
                     response_serializer=pai_dot_v1_dot_thread__service__pb2.SendResponse.SerializeToString,
+            ),
+            'SendAndStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.SendAndStream,
+                    request_deserializer=pai_dot_v1_dot_thread__service__pb2.SendAndStreamRequest.FromString,
+                    response_serializer=pai_dot_v1_dot_thread__service__pb2.SendAndStreamResponse.SerializeToString,
             ),
             'Trigger': grpc.unary_unary_rpc_method_handler(
                     servicer.Trigger,
@@ -405,6 +434,33 @@ class ThreadService:
             '/pai.v1.ThreadService/Send',
             pai_dot_v1_dot_thread__service__pb2.SendRequest.SerializeToString,
             pai_dot_v1_dot_thread__service__pb2.SendResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendAndStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/pai.v1.ThreadService/SendAndStream',
+            pai_dot_v1_dot_thread__service__pb2.SendAndStreamRequest.SerializeToString,
+            pai_dot_v1_dot_thread__service__pb2.SendAndStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -10,7 +10,7 @@ import type { Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
 import type { MessagePart } from "./parts_pb.js";
 import { file_pai_v1_parts } from "./parts_pb.js";
-import type { RunHandle } from "./runs_pb.js";
+import type { RunEvent, RunHandle } from "./runs_pb.js";
 import { file_pai_v1_runs } from "./runs_pb.js";
 import type { Message as Message$1, SortOrder, Thread } from "./threads_pb.js";
 import { file_pai_v1_threads } from "./threads_pb.js";
@@ -20,7 +20,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file pai/v1/thread_service.proto.
  */
 export const file_pai_v1_thread_service: GenFile = /*@__PURE__*/
-  fileDesc("ChtwYWkvdjEvdGhyZWFkX3NlcnZpY2UucHJvdG8SBnBhaS52MSJjChNDcmVhdGVUaHJlYWRSZXF1ZXN0Eg0KBWFnZW50GAEgASgJEikKCG1ldGFkYXRhGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBISCgpyZXF1ZXN0X2lkGAMgASgJIjYKFENyZWF0ZVRocmVhZFJlc3BvbnNlEh4KBnRocmVhZBgBIAEoCzIOLnBhaS52MS5UaHJlYWQiJQoQR2V0VGhyZWFkUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkiMwoRR2V0VGhyZWFkUmVzcG9uc2USHgoGdGhyZWFkGAEgASgLMg4ucGFpLnYxLlRocmVhZCI7ChJMaXN0VGhyZWFkc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiTwoTTGlzdFRocmVhZHNSZXNwb25zZRIfCgd0aHJlYWRzGAEgAygLMg4ucGFpLnYxLlRocmVhZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiNgoTRGVsZXRlVGhyZWFkUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSDAoEZXRhZxgCIAEoCSIWChREZWxldGVUaHJlYWRSZXNwb25zZSJ6ChtVcGRhdGVUaHJlYWRNZXRhZGF0YVJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEikKCG1ldGFkYXRhGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdyZXBsYWNlGAMgASgIEgwKBGV0YWcYBCABKAkiPgocVXBkYXRlVGhyZWFkTWV0YWRhdGFSZXNwb25zZRIeCgZ0aHJlYWQYASABKAsyDi5wYWkudjEuVGhyZWFkIqYBChNMaXN0TWVzc2FnZXNSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIgCgVvcmRlchgEIAEoDjIRLnBhaS52MS5Tb3J0T3JkZXISGAoQYWZ0ZXJfbWVzc2FnZV9pZBgFIAEoCRIZChFiZWZvcmVfbWVzc2FnZV9pZBgGIAEoCSJSChRMaXN0TWVzc2FnZXNSZXNwb25zZRIhCghtZXNzYWdlcxgBIAMoCzIPLnBhaS52MS5NZXNzYWdlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLWAQoLU2VuZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEiIKBXBhcnRzGAIgAygLMhMucGFpLnYxLk1lc3NhZ2VQYXJ0EikKCG1ldGFkYXRhGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBISCgpyZXF1ZXN0X2lkGAQgASgJEiIKCGRlbGl2ZXJ5GAUgASgOMhAucGFpLnYxLkRlbGl2ZXJ5Ei0KDHJ1bl9tZXRhZGF0YRgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiLgoMU2VuZFJlc3BvbnNlEh4KA3J1bhgBIAEoCzIRLnBhaS52MS5SdW5IYW5kbGUijQEKDlRyaWdnZXJSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIlCgVpbnB1dBgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRISCgpyZXF1ZXN0X2lkGAMgASgJEi0KDHJ1bl9tZXRhZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiMQoPVHJpZ2dlclJlc3BvbnNlEh4KA3J1bhgBIAEoCzIRLnBhaS52MS5SdW5IYW5kbGUiiwEKEVJlZ2VuZXJhdGVSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEhIKCnJlcXVlc3RfaWQYAyABKAkSDAoEZXRhZxgEIAEoCRItCgxydW5fbWV0YWRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Im8KElJlZ2VuZXJhdGVSZXNwb25zZRIeCgNydW4YASABKAsyES5wYWkudjEuUnVuSGFuZGxlEhsKE3JlbW92ZWRfbWVzc2FnZV9pZHMYAiADKAkSHAoUcmV0YWluZWRfbWVzc2FnZV9pZHMYAyADKAkiPgoSV2F0Y2hUaHJlYWRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIVCg1hZnRlcl92ZXJzaW9uGAIgASgDInAKE1dhdGNoVGhyZWFkUmVzcG9uc2USHgoGdGhyZWFkGAEgASgLMg4ucGFpLnYxLlRocmVhZBIkCgZjaGFuZ2UYAiABKA4yFC5wYWkudjEuVGhyZWFkQ2hhbmdlEhMKC21lc3NhZ2VfaWRzGAMgAygJKkwKCERlbGl2ZXJ5EhgKFERFTElWRVJZX1VOU1BFQ0lGSUVEEAASEgoOREVMSVZFUllfUVVFVUUQARISCg5ERUxJVkVSWV9TVEVFUhACKoICCgxUaHJlYWRDaGFuZ2USHQoZVEhSRUFEX0NIQU5HRV9VTlNQRUNJRklFRBAAEhoKFlRIUkVBRF9DSEFOR0VfU05BUFNIT1QQARIYChRUSFJFQURfQ0hBTkdFX1NUQVRVUxACEiQKIFRIUkVBRF9DSEFOR0VfTUVTU0FHRVNfQ09NTUlUVEVEEAMSIgoeVEhSRUFEX0NIQU5HRV9NRVNTQUdFU19SRU1PVkVEEAQSHAoYVEhSRUFEX0NIQU5HRV9WSVNJQklMSVRZEAUSGgoWVEhSRUFEX0NIQU5HRV9NRVRBREFUQRAGEhkKFVRIUkVBRF9DSEFOR0VfREVMRVRFRBAHMtsFCg1UaHJlYWRTZXJ2aWNlEkkKDENyZWF0ZVRocmVhZBIbLnBhaS52MS5DcmVhdGVUaHJlYWRSZXF1ZXN0GhwucGFpLnYxLkNyZWF0ZVRocmVhZFJlc3BvbnNlEkAKCUdldFRocmVhZBIYLnBhaS52MS5HZXRUaHJlYWRSZXF1ZXN0GhkucGFpLnYxLkdldFRocmVhZFJlc3BvbnNlEkYKC0xpc3RUaHJlYWRzEhoucGFpLnYxLkxpc3RUaHJlYWRzUmVxdWVzdBobLnBhaS52MS5MaXN0VGhyZWFkc1Jlc3BvbnNlEkkKDERlbGV0ZVRocmVhZBIbLnBhaS52MS5EZWxldGVUaHJlYWRSZXF1ZXN0GhwucGFpLnYxLkRlbGV0ZVRocmVhZFJlc3BvbnNlEmEKFFVwZGF0ZVRocmVhZE1ldGFkYXRhEiMucGFpLnYxLlVwZGF0ZVRocmVhZE1ldGFkYXRhUmVxdWVzdBokLnBhaS52MS5VcGRhdGVUaHJlYWRNZXRhZGF0YVJlc3BvbnNlEkkKDExpc3RNZXNzYWdlcxIbLnBhaS52MS5MaXN0TWVzc2FnZXNSZXF1ZXN0GhwucGFpLnYxLkxpc3RNZXNzYWdlc1Jlc3BvbnNlEjEKBFNlbmQSEy5wYWkudjEuU2VuZFJlcXVlc3QaFC5wYWkudjEuU2VuZFJlc3BvbnNlEjoKB1RyaWdnZXISFi5wYWkudjEuVHJpZ2dlclJlcXVlc3QaFy5wYWkudjEuVHJpZ2dlclJlc3BvbnNlEkMKClJlZ2VuZXJhdGUSGS5wYWkudjEuUmVnZW5lcmF0ZVJlcXVlc3QaGi5wYWkudjEuUmVnZW5lcmF0ZVJlc3BvbnNlEkgKC1dhdGNoVGhyZWFkEhoucGFpLnYxLldhdGNoVGhyZWFkUmVxdWVzdBobLnBhaS52MS5XYXRjaFRocmVhZFJlc3BvbnNlMAFiBnByb3RvMw", [file_google_protobuf_struct, file_pai_v1_parts, file_pai_v1_runs, file_pai_v1_threads]);
+  fileDesc("ChtwYWkvdjEvdGhyZWFkX3NlcnZpY2UucHJvdG8SBnBhaS52MSJjChNDcmVhdGVUaHJlYWRSZXF1ZXN0Eg0KBWFnZW50GAEgASgJEikKCG1ldGFkYXRhGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBISCgpyZXF1ZXN0X2lkGAMgASgJIjYKFENyZWF0ZVRocmVhZFJlc3BvbnNlEh4KBnRocmVhZBgBIAEoCzIOLnBhaS52MS5UaHJlYWQiJQoQR2V0VGhyZWFkUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkiMwoRR2V0VGhyZWFkUmVzcG9uc2USHgoGdGhyZWFkGAEgASgLMg4ucGFpLnYxLlRocmVhZCI7ChJMaXN0VGhyZWFkc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiTwoTTGlzdFRocmVhZHNSZXNwb25zZRIfCgd0aHJlYWRzGAEgAygLMg4ucGFpLnYxLlRocmVhZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiNgoTRGVsZXRlVGhyZWFkUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSDAoEZXRhZxgCIAEoCSIWChREZWxldGVUaHJlYWRSZXNwb25zZSJ6ChtVcGRhdGVUaHJlYWRNZXRhZGF0YVJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEikKCG1ldGFkYXRhGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdyZXBsYWNlGAMgASgIEgwKBGV0YWcYBCABKAkiPgocVXBkYXRlVGhyZWFkTWV0YWRhdGFSZXNwb25zZRIeCgZ0aHJlYWQYASABKAsyDi5wYWkudjEuVGhyZWFkIqYBChNMaXN0TWVzc2FnZXNSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIgCgVvcmRlchgEIAEoDjIRLnBhaS52MS5Tb3J0T3JkZXISGAoQYWZ0ZXJfbWVzc2FnZV9pZBgFIAEoCRIZChFiZWZvcmVfbWVzc2FnZV9pZBgGIAEoCSJSChRMaXN0TWVzc2FnZXNSZXNwb25zZRIhCghtZXNzYWdlcxgBIAMoCzIPLnBhaS52MS5NZXNzYWdlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLWAQoLU2VuZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEiIKBXBhcnRzGAIgAygLMhMucGFpLnYxLk1lc3NhZ2VQYXJ0EikKCG1ldGFkYXRhGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBISCgpyZXF1ZXN0X2lkGAQgASgJEiIKCGRlbGl2ZXJ5GAUgASgOMhAucGFpLnYxLkRlbGl2ZXJ5Ei0KDHJ1bl9tZXRhZGF0YRgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiLgoMU2VuZFJlc3BvbnNlEh4KA3J1bhgBIAEoCzIRLnBhaS52MS5SdW5IYW5kbGUiOQoUU2VuZEFuZFN0cmVhbVJlcXVlc3QSIQoEc2VuZBgBIAEoCzITLnBhaS52MS5TZW5kUmVxdWVzdCJoChVTZW5kQW5kU3RyZWFtUmVzcG9uc2USIAoDcnVuGAEgASgLMhEucGFpLnYxLlJ1bkhhbmRsZUgAEiEKBWV2ZW50GAIgASgLMhAucGFpLnYxLlJ1bkV2ZW50SABCCgoIcmVzcG9uc2UijQEKDlRyaWdnZXJSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIlCgVpbnB1dBgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRISCgpyZXF1ZXN0X2lkGAMgASgJEi0KDHJ1bl9tZXRhZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiMQoPVHJpZ2dlclJlc3BvbnNlEh4KA3J1bhgBIAEoCzIRLnBhaS52MS5SdW5IYW5kbGUiiwEKEVJlZ2VuZXJhdGVSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEhIKCnJlcXVlc3RfaWQYAyABKAkSDAoEZXRhZxgEIAEoCRItCgxydW5fbWV0YWRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Im8KElJlZ2VuZXJhdGVSZXNwb25zZRIeCgNydW4YASABKAsyES5wYWkudjEuUnVuSGFuZGxlEhsKE3JlbW92ZWRfbWVzc2FnZV9pZHMYAiADKAkSHAoUcmV0YWluZWRfbWVzc2FnZV9pZHMYAyADKAkiPgoSV2F0Y2hUaHJlYWRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIVCg1hZnRlcl92ZXJzaW9uGAIgASgDInAKE1dhdGNoVGhyZWFkUmVzcG9uc2USHgoGdGhyZWFkGAEgASgLMg4ucGFpLnYxLlRocmVhZBIkCgZjaGFuZ2UYAiABKA4yFC5wYWkudjEuVGhyZWFkQ2hhbmdlEhMKC21lc3NhZ2VfaWRzGAMgAygJKkwKCERlbGl2ZXJ5EhgKFERFTElWRVJZX1VOU1BFQ0lGSUVEEAASEgoOREVMSVZFUllfUVVFVUUQARISCg5ERUxJVkVSWV9TVEVFUhACKoICCgxUaHJlYWRDaGFuZ2USHQoZVEhSRUFEX0NIQU5HRV9VTlNQRUNJRklFRBAAEhoKFlRIUkVBRF9DSEFOR0VfU05BUFNIT1QQARIYChRUSFJFQURfQ0hBTkdFX1NUQVRVUxACEiQKIFRIUkVBRF9DSEFOR0VfTUVTU0FHRVNfQ09NTUlUVEVEEAMSIgoeVEhSRUFEX0NIQU5HRV9NRVNTQUdFU19SRU1PVkVEEAQSHAoYVEhSRUFEX0NIQU5HRV9WSVNJQklMSVRZEAUSGgoWVEhSRUFEX0NIQU5HRV9NRVRBREFUQRAGEhkKFVRIUkVBRF9DSEFOR0VfREVMRVRFRBAHMqsGCg1UaHJlYWRTZXJ2aWNlEkkKDENyZWF0ZVRocmVhZBIbLnBhaS52MS5DcmVhdGVUaHJlYWRSZXF1ZXN0GhwucGFpLnYxLkNyZWF0ZVRocmVhZFJlc3BvbnNlEkAKCUdldFRocmVhZBIYLnBhaS52MS5HZXRUaHJlYWRSZXF1ZXN0GhkucGFpLnYxLkdldFRocmVhZFJlc3BvbnNlEkYKC0xpc3RUaHJlYWRzEhoucGFpLnYxLkxpc3RUaHJlYWRzUmVxdWVzdBobLnBhaS52MS5MaXN0VGhyZWFkc1Jlc3BvbnNlEkkKDERlbGV0ZVRocmVhZBIbLnBhaS52MS5EZWxldGVUaHJlYWRSZXF1ZXN0GhwucGFpLnYxLkRlbGV0ZVRocmVhZFJlc3BvbnNlEmEKFFVwZGF0ZVRocmVhZE1ldGFkYXRhEiMucGFpLnYxLlVwZGF0ZVRocmVhZE1ldGFkYXRhUmVxdWVzdBokLnBhaS52MS5VcGRhdGVUaHJlYWRNZXRhZGF0YVJlc3BvbnNlEkkKDExpc3RNZXNzYWdlcxIbLnBhaS52MS5MaXN0TWVzc2FnZXNSZXF1ZXN0GhwucGFpLnYxLkxpc3RNZXNzYWdlc1Jlc3BvbnNlEjEKBFNlbmQSEy5wYWkudjEuU2VuZFJlcXVlc3QaFC5wYWkudjEuU2VuZFJlc3BvbnNlEk4KDVNlbmRBbmRTdHJlYW0SHC5wYWkudjEuU2VuZEFuZFN0cmVhbVJlcXVlc3QaHS5wYWkudjEuU2VuZEFuZFN0cmVhbVJlc3BvbnNlMAESOgoHVHJpZ2dlchIWLnBhaS52MS5UcmlnZ2VyUmVxdWVzdBoXLnBhaS52MS5UcmlnZ2VyUmVzcG9uc2USQwoKUmVnZW5lcmF0ZRIZLnBhaS52MS5SZWdlbmVyYXRlUmVxdWVzdBoaLnBhaS52MS5SZWdlbmVyYXRlUmVzcG9uc2USSAoLV2F0Y2hUaHJlYWQSGi5wYWkudjEuV2F0Y2hUaHJlYWRSZXF1ZXN0GhsucGFpLnYxLldhdGNoVGhyZWFkUmVzcG9uc2UwAWIGcHJvdG8z", [file_google_protobuf_struct, file_pai_v1_parts, file_pai_v1_runs, file_pai_v1_threads]);
 
 /**
  * @generated from message pai.v1.CreateThreadRequest
@@ -370,6 +370,58 @@ export const SendResponseSchema: GenMessage<SendResponse> = /*@__PURE__*/
   messageDesc(file_pai_v1_thread_service, 13);
 
 /**
+ * @generated from message pai.v1.SendAndStreamRequest
+ */
+export type SendAndStreamRequest = Message<"pai.v1.SendAndStreamRequest"> & {
+  /**
+   * The message and its delivery, exactly as Send takes them.
+   *
+   * @generated from field: pai.v1.SendRequest send = 1;
+   */
+  send?: SendRequest | undefined;
+};
+
+/**
+ * Describes the message pai.v1.SendAndStreamRequest.
+ * Use `create(SendAndStreamRequestSchema)` to create a new message.
+ */
+export const SendAndStreamRequestSchema: GenMessage<SendAndStreamRequest> = /*@__PURE__*/
+  messageDesc(file_pai_v1_thread_service, 14);
+
+/**
+ * @generated from message pai.v1.SendAndStreamResponse
+ */
+export type SendAndStreamResponse = Message<"pai.v1.SendAndStreamResponse"> & {
+  /**
+   * @generated from oneof pai.v1.SendAndStreamResponse.response
+   */
+  response: {
+    /**
+     * The first response: the run that answers the message.
+     *
+     * @generated from field: pai.v1.RunHandle run = 1;
+     */
+    value: RunHandle;
+    case: "run";
+  } | {
+    /**
+     * Every later response: one event of that run (see RunService.StreamRun).
+     *
+     * @generated from field: pai.v1.RunEvent event = 2;
+     */
+    value: RunEvent;
+    case: "event";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message pai.v1.SendAndStreamResponse.
+ * Use `create(SendAndStreamResponseSchema)` to create a new message.
+ */
+export const SendAndStreamResponseSchema: GenMessage<SendAndStreamResponse> = /*@__PURE__*/
+  messageDesc(file_pai_v1_thread_service, 15);
+
+/**
  * @generated from message pai.v1.TriggerRequest
  */
 export type TriggerRequest = Message<"pai.v1.TriggerRequest"> & {
@@ -401,7 +453,7 @@ export type TriggerRequest = Message<"pai.v1.TriggerRequest"> & {
  * Use `create(TriggerRequestSchema)` to create a new message.
  */
 export const TriggerRequestSchema: GenMessage<TriggerRequest> = /*@__PURE__*/
-  messageDesc(file_pai_v1_thread_service, 14);
+  messageDesc(file_pai_v1_thread_service, 16);
 
 /**
  * @generated from message pai.v1.TriggerResponse
@@ -418,7 +470,7 @@ export type TriggerResponse = Message<"pai.v1.TriggerResponse"> & {
  * Use `create(TriggerResponseSchema)` to create a new message.
  */
 export const TriggerResponseSchema: GenMessage<TriggerResponse> = /*@__PURE__*/
-  messageDesc(file_pai_v1_thread_service, 15);
+  messageDesc(file_pai_v1_thread_service, 17);
 
 /**
  * @generated from message pai.v1.RegenerateRequest
@@ -459,7 +511,7 @@ export type RegenerateRequest = Message<"pai.v1.RegenerateRequest"> & {
  * Use `create(RegenerateRequestSchema)` to create a new message.
  */
 export const RegenerateRequestSchema: GenMessage<RegenerateRequest> = /*@__PURE__*/
-  messageDesc(file_pai_v1_thread_service, 16);
+  messageDesc(file_pai_v1_thread_service, 18);
 
 /**
  * @generated from message pai.v1.RegenerateResponse
@@ -486,7 +538,7 @@ export type RegenerateResponse = Message<"pai.v1.RegenerateResponse"> & {
  * Use `create(RegenerateResponseSchema)` to create a new message.
  */
 export const RegenerateResponseSchema: GenMessage<RegenerateResponse> = /*@__PURE__*/
-  messageDesc(file_pai_v1_thread_service, 17);
+  messageDesc(file_pai_v1_thread_service, 19);
 
 /**
  * @generated from message pai.v1.WatchThreadRequest
@@ -510,7 +562,7 @@ export type WatchThreadRequest = Message<"pai.v1.WatchThreadRequest"> & {
  * Use `create(WatchThreadRequestSchema)` to create a new message.
  */
 export const WatchThreadRequestSchema: GenMessage<WatchThreadRequest> = /*@__PURE__*/
-  messageDesc(file_pai_v1_thread_service, 18);
+  messageDesc(file_pai_v1_thread_service, 20);
 
 /**
  * @generated from message pai.v1.WatchThreadResponse
@@ -539,7 +591,7 @@ export type WatchThreadResponse = Message<"pai.v1.WatchThreadResponse"> & {
  * Use `create(WatchThreadResponseSchema)` to create a new message.
  */
 export const WatchThreadResponseSchema: GenMessage<WatchThreadResponse> = /*@__PURE__*/
-  messageDesc(file_pai_v1_thread_service, 19);
+  messageDesc(file_pai_v1_thread_service, 21);
 
 /**
  * How a message sent to a busy thread is delivered.
@@ -703,6 +755,28 @@ export const ThreadService: GenService<{
     methodKind: "unary";
     input: typeof SendRequestSchema;
     output: typeof SendResponseSchema;
+  },
+  /**
+   * Sends a user message and streams the run that answers it, on one call:
+   * Send and StreamRun without the round trip between them. The first
+   * response is the run handle, exactly as Send returns it; every later one
+   * is an event of that run, exactly as StreamRun streams it from
+   * `after_seq` 0, until the run is terminal (a run that waits for a pending
+   * action keeps the call open, as StreamRun does).
+   *
+   * Errors before the first response are Send's (nothing was accepted unless
+   * the status says so). If the call breaks after the handle arrived, resume
+   * with StreamRun(run_id, after_seq = the last seq received); a retry of
+   * this call with the same `request_id` answers the same run handle and
+   * streams that run again from its first event. A message steered into an
+   * active run (DELIVERY_STEER) streams that run, from its first event.
+   *
+   * @generated from rpc pai.v1.ThreadService.SendAndStream
+   */
+  sendAndStream: {
+    methodKind: "server_streaming";
+    input: typeof SendAndStreamRequestSchema;
+    output: typeof SendAndStreamResponseSchema;
   },
   /**
    * Starts a run with an operation input and no user message.
