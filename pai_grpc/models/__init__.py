@@ -7,7 +7,7 @@ from pai_grpc.models._messages import (
     tool_result_output,
 )
 from pai_grpc.models._protocol import LanguageModel, ModelCall
-from pai_grpc.models._prune import prune_reasoning
+from pai_grpc.models._prune import ContextMessages, StrippedPrefix, prune_reasoning
 from pai_grpc.models._scripted import (
     OFFLINE_NOTICE,
     HeldStep,
@@ -30,6 +30,7 @@ from pai_grpc.models._selection import (
 __all__ = [
     "OFFLINE_NOTICE",
     "REASONING_FILE_KEY",
+    "ContextMessages",
     "HeldStep",
     "LanguageModel",
     "ModelCall",
@@ -39,6 +40,7 @@ __all__ = [
     "Script",
     "ScriptStep",
     "ScriptedModel",
+    "StrippedPrefix",
     "UnknownModel",
     "is_reasoning_file",
     "last_user_text",

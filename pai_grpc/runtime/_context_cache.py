@@ -18,7 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from pai_grpc.domain import Message, ModelMessage
-from pai_grpc.models import to_model_messages
+from pai_grpc.models import StrippedPrefix, to_model_messages
 from pai_grpc.runtime._records import message_from_record
 from storage import CommitResult, MessageRecord, Store, ThreadRecord, WriteSet
 
@@ -48,8 +48,10 @@ class _Entry:
     epoch: int
     count: int
     messages: list[Message] = field(default_factory=list)
-    #: The messages' model messages, flat (a snapshot copies the list, no flattening).
-    model_messages: list[ModelMessage] = field(default_factory=list)
+    #: The messages' model messages, flat, with their reasoning stripped as they
+    #: were added (a snapshot copies the list, no flattening; pruning a step's
+    #: request does not scan them again).
+    model_messages: StrippedPrefix = field(default_factory=StrippedPrefix)
     #: Approximate bytes held by this entry.
     size: int = 0
     #: The thread head as this process just committed it, for the next read
@@ -203,7 +205,7 @@ class ContextCache:
     @staticmethod
     def _snapshot(entry: _Entry, head: ThreadRecord) -> ContextSnapshot:
         return ContextSnapshot(
-            head=head, messages=list(entry.messages), model_messages=list(entry.model_messages)
+            head=head, messages=list(entry.messages), model_messages=entry.model_messages.listed()
         )
 
     @staticmethod

@@ -47,6 +47,7 @@ from pai_grpc.lifecycle import (
     compose_lifecycle,
 )
 from pai_grpc.lifecycle.internal import apply_patch, instructions_of
+from pai_grpc.models import ContextMessages
 from pai_grpc.runtime._agents import Agent
 from pai_grpc.runtime._committer import RunCommitter, RunFailure, lifecycle_draft
 from pai_grpc.runtime._facade import LifecycleRun, LifecycleThread, ModelHistory
@@ -333,9 +334,14 @@ class HookPipeline:
             if steered:
                 episode.overlay = []  # steering drops the model-only overlay (AS-04)
         episode.overlay_anchor = anchor
-        request = replace(
-            episode.defaults, step_index=step.index, messages=[*context, *episode.overlay]
+        # The cached context keeps what it knows of its messages' reasoning (see
+        # prune_reasoning) when the overlay follows it.
+        messages = (
+            context.plus(episode.overlay)
+            if isinstance(context, ContextMessages)
+            else [*context, *episode.overlay]
         )
+        request = replace(episode.defaults, step_index=step.index, messages=messages)
         if "prepare_model_step" not in self._has:
             return request
         decision = await self._lifecycle.prepare_model_step(

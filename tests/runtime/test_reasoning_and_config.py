@@ -22,13 +22,21 @@ from pai_grpc.domain import (
     StepStreamChunk,
     UserModelMessage,
 )
-from pai_grpc.models import ModelCall, ScriptedModel, prune_reasoning, text_step, tool_call_step
+from pai_grpc.models import (
+    ModelCall,
+    ScriptedModel,
+    StrippedPrefix,
+    _prune,
+    prune_reasoning,
+    text_step,
+    tool_call_step,
+)
 from pai_grpc.models._messages import REASONING_FILE_KEY
 from pai_grpc.runtime import DEFAULT_AGENT, Agent, AgentRegistry
 from pai_grpc.testing import serve_in_process
 from pai_grpc.tools import ToolContext, tool
 from pai_grpc.toolservice import serve_tools
-from tests.runtime.support import new_thread, send, wait_run
+from tests.runtime.support import lines_run, new_thread, send, wait_run
 
 
 def thinking(text: str, then: list[StepStreamChunk]) -> list[StepStreamChunk]:
@@ -159,6 +167,53 @@ _MESSAGES = st.lists(
 @given(_MESSAGES)
 def test_pruning_is_the_rule_read_literally(messages: list[ModelMessage]) -> None:
     assert prune_reasoning(messages) == _pruned_by_definition(messages)
+
+
+@pytest.mark.rule("RSN-01")
+@given(_MESSAGES, _MESSAGES, _MESSAGES, st.sampled_from(["none", "insert", "replace", "delete"]))
+def test_pruning_a_cached_context_is_the_rule_read_literally(
+    cached: list[ModelMessage],
+    committed: list[ModelMessage],
+    overlay: list[ModelMessage],
+    hook: str,
+) -> None:
+    """The cache strips each message once; the step's request may follow it and change it."""
+    prefix = StrippedPrefix()
+    prefix.extend(cached)
+    snapshot = prefix.listed()
+    prefix.extend(committed)  # the thread grows after the snapshot was taken
+    messages = snapshot.plus(overlay)
+    # A hook may change the list in place before the provider attempt.
+    if hook == "insert":
+        messages.insert(0, AssistantModelMessage(content=[ModelReasoningPart(text="h")]))
+    elif hook == "replace" and messages:
+        messages[0] = AssistantModelMessage(content=[ModelReasoningPart(text="h")])
+    elif hook == "delete" and messages:
+        del messages[0]
+    assert prune_reasoning(messages) == _pruned_by_definition(list(messages))
+
+
+def test_pruning_a_cached_context_does_not_look_at_its_history_again() -> None:
+    """Per step, the pruning's Python work is the same for a short and a long thread."""
+
+    def turn(i: int) -> list[ModelMessage]:
+        return [
+            UserModelMessage(content=[ModelTextPart(text=f"q{i}")]),
+            AssistantModelMessage(content=[ModelReasoningPart(text="r"), ModelTextPart(text="a")]),
+        ]
+
+    def lines(turns: int) -> int:
+        prefix = StrippedPrefix()
+        prefix.extend([m for i in range(turns) for m in turn(i)])
+        request = prefix.listed([UserModelMessage(content=[ModelTextPart(text="now")])])
+        pruned: list[ModelMessage] = []
+        ran = lines_run(lambda: pruned.extend(prune_reasoning(request)), _prune.__file__)
+        assert pruned == _pruned_by_definition(list(request))
+        return ran
+
+    # Before, every message before the latest user message was looked at (and
+    # rebuilt when it held reasoning) on every step.
+    assert lines(500) == lines(5)
 
 
 @pytest.mark.rule("RT-06")
