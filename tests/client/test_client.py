@@ -331,18 +331,27 @@ async def test_watch_yields_the_head_then_its_changes(sqlite_url: str) -> None:
         assert versions == sorted(versions)
 
 
+@pytest.mark.parametrize("one_call", [False, True], ids=["send-then-stream", "send-and-stream"])
 async def test_a_stream_reset_mid_run_resumes_without_a_gap_or_a_duplicate(
-    sqlite_url: str,
+    sqlite_url: str, one_call: bool
 ) -> None:
+    """With SendAndStream the call that breaks is the one that sent; it resumes with StreamRun."""
     slow = ScriptedModel([" ".join(f"w{i}" for i in range(60))], chunk_delay=0.02)
     async with serving(sqlite_url, slow) as srv:
         proxy = CuttableProxy(srv.address)
         through = await proxy.start()
         try:
             async with PaiClient(through, retry=RetryPolicy(initial_backoff=0.01)) as client:
-                run = await (await client.create_thread()).send("go")
+                thread = await client.create_thread()
+                events: AsyncIterator[RunEvent]
+                if one_call:
+                    stream = await thread.send_and_stream("go")
+                    run, events = stream.run, aiter(stream)
+                else:
+                    run = await thread.send("go")
+                    events = run.stream()
                 received: list[RunEvent] = []
-                async for event in run.stream():
+                async for event in events:
                     received.append(event)
                     if len(received) == 10:
                         proxy.cut()  # the connection resets under the open stream

@@ -9,7 +9,6 @@ import pytest
 from pai.v1 import run_service_pb2
 from pai_grpc.client import InvalidArgumentError, PaiClient, RetryPolicy, RunHandle, RunStream
 from pai_grpc.domain import ChunkEvent, RunEvent, StatusEvent, TextDeltaChunk
-from pai_grpc.models import ScriptedModel
 from tests.client.proxy import CuttableProxy
 from tests.client.test_client import serving
 
@@ -38,29 +37,6 @@ async def test_send_and_stream_gives_the_run_then_its_events(sqlite_url: str) ->
         assert "You said: hello" in text_of(events)
         # The same events as streaming the run afterwards.
         assert [e async for e in stream.run.stream()] == events
-
-
-async def test_a_reset_mid_stream_resumes_with_stream_run_without_a_gap_or_a_duplicate(
-    sqlite_url: str,
-) -> None:
-    slow = ScriptedModel([" ".join(f"w{i}" for i in range(60))], chunk_delay=0.02)
-    async with serving(sqlite_url, slow) as srv:
-        proxy = CuttableProxy(srv.address)
-        through = await proxy.start()
-        try:
-            async with PaiClient(through, retry=RetryPolicy(initial_backoff=0.01)) as client:
-                stream = await (await client.create_thread()).send_and_stream("go")
-                received: list[RunEvent] = []
-                async for event in stream:
-                    received.append(event)
-                    if len(received) == 10:
-                        proxy.cut()  # the connection resets under the open call
-                assert proxy.connections >= 2, "the stream was reopened on a new connection"
-                log = [e async for e in stream.run.stream()]
-        finally:
-            await proxy.close()
-    assert received == log
-    assert [e.seq for e in received] == list(range(1, len(received) + 1))
 
 
 async def test_a_handle_lost_on_the_way_is_retried_into_the_same_run(sqlite_url: str) -> None:

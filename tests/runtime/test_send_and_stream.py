@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 
 import grpc
 import pytest
 
 from pai.v1 import run_service_pb2, runs_pb2
 from pai.v1 import thread_service_pb2 as tpb
-from pai_grpc.models import HeldStep, ScriptedModel
+from pai_grpc.models import HeldStep, ScriptedModel, ScriptStep
 from pai_grpc.testing import InProcessServer, serve_in_process
 from tests.conftest import rich_status
 from tests.runtime.support import collect, kinds, new_thread, send, text, transcript, wait_run
@@ -108,16 +110,33 @@ async def test_bad_input_names_the_field_under_send_and_accepts_nothing(sqlite_u
         assert list(runs.runs) == []
 
 
-async def test_a_message_queued_behind_a_busy_run_streams_its_own_run_when_it_starts(
-    database_url: str,
-) -> None:
+@asynccontextmanager
+async def busy_thread(
+    database_url: str, held: str, then: str
+) -> AsyncIterator[tuple[InProcessServer, str, runs_pb2.RunHandle, asyncio.Event]]:
+    """A thread whose run (sent "first") holds mid-step with ``held`` until the event is set.
+
+    The model answers ``then`` to the next call.
+    """
     release = asyncio.Event()
-    replies = iter([HeldStep("busy reply", release), "second answer"])
+    replies: Iterator[ScriptStep] = iter([HeldStep(held, release), then])
     model = ScriptedModel(lambda call: next(replies))
     async with serve_in_process(database_url, model=model) as srv:
         thread_id = await new_thread(srv)
         busy = await send(srv, thread_id, "first")
         await wait_run(srv, busy.run_id, statuses={runs_pb2.RUN_STATUS_RUNNING})
+        yield srv, thread_id, busy, release
+
+
+async def test_a_message_queued_behind_a_busy_run_streams_its_own_run_when_it_starts(
+    database_url: str,
+) -> None:
+    async with busy_thread(database_url, "busy reply", "second answer") as (
+        srv,
+        thread_id,
+        busy,
+        release,
+    ):
         call = send_and_stream(srv, thread_id, "second")
         first = await call.read()
         assert first.run.status == runs_pb2.RUN_STATUS_QUEUED
@@ -175,13 +194,12 @@ async def test_a_call_broken_after_the_handle_resumes_with_stream_run(database_u
 async def test_a_steered_message_streams_the_active_run_from_its_first_event(
     database_url: str,
 ) -> None:
-    release = asyncio.Event()
-    replies = iter([HeldStep("first step", release), "after the steer"])
-    model = ScriptedModel(lambda call: next(replies))
-    async with serve_in_process(database_url, model=model) as srv:
-        thread_id = await new_thread(srv)
-        busy = await send(srv, thread_id, "start")
-        await wait_run(srv, busy.run_id, statuses={runs_pb2.RUN_STATUS_RUNNING})
+    async with busy_thread(database_url, "first step", "after the steer") as (
+        srv,
+        thread_id,
+        busy,
+        release,
+    ):
         call = send_and_stream(srv, thread_id, "also this", delivery=tpb.DELIVERY_STEER)
         first = await call.read()
         assert first.run.run_id == busy.run_id
