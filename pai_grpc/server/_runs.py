@@ -24,7 +24,9 @@ def event_framer(response: type[Message]) -> Callable[[bytes], bytes]:
     no decoding or encoding of the event per reader.
     """
     field = response.DESCRIPTOR.fields_by_name["event"]
-    key = bytes([field.number << 3 | 2])  # length-delimited; every number here is < 16
+    # A one-byte key (length-delimited) for field numbers up to 15.
+    assert field.number < 16, f"{response.__name__}.event needs a varint key"
+    key = bytes([field.number << 3 | 2])
 
     def frame(body: bytes) -> bytes:
         size = len(body)
