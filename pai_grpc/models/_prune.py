@@ -74,9 +74,9 @@ class StrippedPrefix:
                 self.stripped.append(kept)
             self.upto.append(len(self.stripped))
 
-    def listed(self, extra: Sequence[ModelMessage] = ()) -> ContextMessages:
-        """Its messages now, then ``extra``, as a list that remembers where they came from."""
-        return ContextMessages([*self.messages, *extra], self, len(self.messages))
+    def listed(self) -> ContextMessages:
+        """Its messages now, as a list that remembers where they came from."""
+        return ContextMessages(self.messages, self, len(self.messages))
 
 
 class ContextMessages(list[ModelMessage]):

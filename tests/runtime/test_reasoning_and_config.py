@@ -205,7 +205,7 @@ def test_pruning_a_cached_context_does_not_look_at_its_history_again() -> None:
     def lines(turns: int) -> int:
         prefix = StrippedPrefix()
         prefix.extend([m for i in range(turns) for m in turn(i)])
-        request = prefix.listed([UserModelMessage(content=[ModelTextPart(text="now")])])
+        request = prefix.listed().plus([UserModelMessage(content=[ModelTextPart(text="now")])])
         pruned: list[ModelMessage] = []
         ran = lines_run(lambda: pruned.extend(prune_reasoning(request)), _prune.__file__)
         assert pruned == _pruned_by_definition(list(request))
