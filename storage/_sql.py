@@ -77,13 +77,18 @@ from storage._rows import (
     thread_record,
     view_conditions,
 )
-from storage._schema import idempotency_keys, messages, pending_actions, run_events, runs, threads
+from storage._schema import (
+    QUOTA_RUN_STATUSES,
+    idempotency_keys,
+    messages,
+    pending_actions,
+    run_events,
+    runs,
+    threads,
+)
 from storage.errors import ActiveRunLimit, LeaseLost, NotFound, StateConflict, VersionConflict
 
 ACTIVE_RUN_STATUSES = ("queued", "running")
-#: The statuses the per-scope active-run quota counts (a waiting run holds its
-#: thread, and its pending actions, as much as a running one).
-QUOTA_RUN_STATUSES = ("queued", "running", "waiting")
 
 
 def _one_of(column: ColumnElement[Any], values: Sequence[str]) -> ColumnElement[bool]:

@@ -10,7 +10,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 
 from pai_grpc.testing import migrated_store
 from storage import (
@@ -104,3 +104,32 @@ async def test_the_startup_check_does_not_load_alembic(tmp_path: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+async def test_the_active_runs_index_built_beforehand_is_kept_on_postgresql(
+    tmp_path: Path,
+) -> None:
+    # Revision 0009's docstring tells operators of large databases to build the
+    # index CONCURRENTLY (outside a transaction, writes going on) before migrating.
+    async with open_store("postgresql", tmp_path, migrate=False) as store:
+        await upgrade(store, "0008")
+        thread_id = await make_thread(store)
+        run_id = await start_run(store, thread_id)
+        engine = store.engines.async_engine
+        assert engine is not None
+        async with engine.connect() as conn:
+            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.execute(
+                text(
+                    "CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_runs_scope_active ON runs (scope)"
+                    " WHERE status IN ('queued', 'running', 'waiting')"
+                )
+            )
+        await upgrade(store)
+        await check_schema(store)
+        indexes = await store.engines.read(
+            lambda c: {i["name"] for i in inspect(c).get_indexes("runs")}
+        )
+        assert "ix_runs_scope_active" in indexes
+        assert "ix_runs_scope_status" not in indexes
+        assert (await store.get_run(SCOPE, run_id)) is not None
