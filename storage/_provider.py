@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, func, select, text
 from sqlalchemy.exc import IntegrityError
 
 from storage._engine import Engines, create_engines
@@ -134,6 +134,20 @@ class Store:
     async def now(self) -> datetime:
         """The provider's current time."""
         return await self._engines.read(self._sql.now)
+
+    async def upkeep_problems(self) -> list[str]:
+        """What in the database's own upkeep would slow this store down over time.
+
+        PostgreSQL only (SQLite needs none): every run leaves dead row versions
+        of its thread and its run behind, which only vacuum removes, and the
+        planner picks plans by statistics only analyze gathers. With
+        autovacuum off, server-wide or for one of the store's tables, neither
+        happens: tables and indexes grow and scans slow down until an operator
+        runs ``VACUUM (ANALYZE)``. Returns one sentence per problem.
+        """
+        if self.dialect != "postgresql":
+            return []
+        return await self._engines.read(_upkeep_problems)
 
     async def get_thread(self, scope: str, thread_id: str) -> ThreadRecord | None:
         """A thread of ``scope``; ``None`` when absent or in another scope."""
@@ -478,3 +492,37 @@ def _lock_key(name: str) -> int:
 
 
 __all__ = ["MAX_PAGE_SIZE", "DuplicateRequest", "JsonObject", "Store"]
+
+
+#: Spellings PostgreSQL accepts for false in a boolean storage parameter.
+_OFF = ("false", "off", "no", "0", "f", "of", "n")
+
+
+def _upkeep_problems(conn: Connection) -> list[str]:
+    """See :meth:`Store.upkeep_problems`."""
+    shown = text(
+        "SELECT name, setting FROM pg_settings WHERE name IN ('autovacuum', 'track_counts')"
+    )
+    settings: dict[str, str] = {str(name): str(value) for name, value in conn.execute(shown)}
+    problems = [
+        f"PostgreSQL runs with {name} = off: autovacuum never vacuums or analyzes this "
+        "store's tables, so the dead row versions every run leaves behind pile up and "
+        "plans go by stale statistics; turn it on, or run VACUUM (ANALYZE) on a schedule"
+        for name in ("autovacuum", "track_counts")
+        if settings.get(name) == "off"
+    ]
+    tables = conn.execute(
+        text(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = current_schema() AND c.relkind = 'r' AND EXISTS ("
+            " SELECT 1 FROM unnest(c.reloptions) AS o"
+            " WHERE lower(o) = ANY(:off)) ORDER BY c.relname"
+        ),
+        {"off": [f"autovacuum_enabled={v}" for v in _OFF]},
+    ).scalars()
+    problems += [
+        f"table {name} has autovacuum_enabled = false: its dead row versions pile up "
+        f"(ALTER TABLE {name} RESET (autovacuum_enabled))"
+        for name in tables
+    ]
+    return problems

@@ -138,7 +138,22 @@ async def _check_schema_when_reachable(store: Store, wait: float = STARTUP_DATAB
             continue
         if attempt:
             log.info("the database is reachable; starting")
+        await _warn_about_upkeep(store)
         return
+
+
+async def _warn_about_upkeep(store: Store) -> None:
+    """Log what in the database's upkeep would slow the service down over time.
+
+    Advisory only: a database that cannot be asked still serves.
+    """
+    try:
+        problems = await store.upkeep_problems()
+    except Exception as e:  # whatever the reason, starting matters more
+        log.info("could not read the database's vacuum settings: %s", e)
+        return
+    for problem in problems:
+        log.warning("%s (docs/storage.md, Vacuum)", problem)
 
 
 class App:
