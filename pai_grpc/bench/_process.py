@@ -127,6 +127,18 @@ async def _measure(address: str, pid: int, seconds: float) -> dict[str, float]:
     return out
 
 
+async def _print_upkeep(url: str) -> None:
+    """Say what stops the database's vacuum: its dead rows pile up over the rounds."""
+    from storage import Store
+
+    store = Store.open(url)
+    try:
+        for problem in await store.upkeep_problems():
+            print(f"  note: {problem}; the rounds share one database", flush=True)
+    finally:
+        await store.close()
+
+
 def _medians(rounds: list[dict[str, float]]) -> dict[str, float]:
     return {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
 
@@ -139,6 +151,7 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
     (the machine's load changes from one second to the next).
     """
     env, schema = await served_database(backend, workdir, "serve")
+    await _print_upkeep(env["PAI_DATABASE_URL"])
     served_rounds: list[dict[str, float]] = []
     bare_rounds: list[dict[str, float]] = []
     try:
