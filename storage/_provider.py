@@ -491,9 +491,6 @@ def _lock_key(name: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-__all__ = ["MAX_PAGE_SIZE", "DuplicateRequest", "JsonObject", "Store"]
-
-
 #: Spellings PostgreSQL accepts for false in a boolean storage parameter.
 _OFF = ("false", "off", "no", "0", "f", "of", "n")
 
@@ -526,3 +523,6 @@ def _upkeep_problems(conn: Connection) -> list[str]:
         for name in tables
     ]
     return problems
+
+
+__all__ = ["MAX_PAGE_SIZE", "DuplicateRequest", "JsonObject", "Store"]

@@ -22,10 +22,7 @@ RUNS_OFF = (
 
 
 async def autovacuum(store: Store) -> str:
-    engine = store.engines.async_engine
-    assert engine is not None
-    async with engine.connect() as conn:
-        return str((await conn.execute(text("SHOW autovacuum"))).scalar_one())
+    return str(await store.engines.read(lambda c: c.execute(text("SHOW autovacuum")).scalar_one()))
 
 
 async def test_upkeep_problems_name_what_stops_vacuum(backend: str, tmp_path: Path) -> None:
