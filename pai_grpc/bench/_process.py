@@ -186,7 +186,10 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
                 "runs/s",
                 bare["rate" + suffix],
                 bare_name,
-                note=_against_two_calls(served["rate" + suffix], bare["rate"], suffix),
+                note=_joined(
+                    _against_two_calls(served["rate" + suffix], bare["rate"], suffix),
+                    _spread(served_rounds, bare_rounds, "rate" + suffix, "{:.0f}"),
+                ),
             )
         )
         report.add(
@@ -197,7 +200,10 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
                 "ms",
                 bare["cpu_ms" + suffix],
                 bare_name,
-                note=f"bare: {bare['cpu_ms' + suffix]:.2f} ms",
+                note=_joined(
+                    f"bare: {bare['cpu_ms' + suffix]:.2f} ms",
+                    _spread(served_rounds, bare_rounds, "cpu_ms" + suffix, "{:.2f}"),
+                ),
             )
         )
         first, bare_first = served["ttfc_ms" + suffix], bare["ttfc_ms" + suffix]
@@ -214,7 +220,9 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
                     f"; +{first - bare['ttfc_ms']:.2f} ms over bare Send + StreamRun"
                     if suffix
                     else ""
-                ),
+                )
+                + "; "
+                + _spread(served_rounds, bare_rounds, "ttfc_ms" + suffix, "{:.2f}"),
             )
         )
     report.add(
@@ -228,6 +236,26 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
             note=f"bare: {bare['stream']:.0f} msgs/s",
         )
     )
+
+
+def _spread(
+    served: list[dict[str, float]], bare: list[dict[str, float]], key: str, form: str
+) -> str:
+    """The range of ``key`` over the rounds, served and bare: how far one round can be trusted.
+
+    On a shared machine one round of the same code can read far from the
+    next; a median whose rounds disagree this much says so here.
+    """
+
+    def span(rounds: list[dict[str, float]]) -> str:
+        values = [r[key] for r in rounds]
+        return f"{form.format(min(values))}-{form.format(max(values))}"
+
+    return f"rounds {span(served)}, bare {span(bare)}"
+
+
+def _joined(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
 
 
 def _against_two_calls(value: float, bare_two_calls: float, suffix: str) -> str:
