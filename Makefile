@@ -7,7 +7,7 @@ BUF_VERSION := 1.75.0
 BUF := npx --yes @bufbuild/buf@$(BUF_VERSION)
 ADDRESS ?= 127.0.0.1:50051
 
-.PHONY: venv serve test conformance lint buf-lint ruff mypy protos bench clean
+.PHONY: venv serve test conformance lint buf-lint ruff mypy protos bench bench-compare clean
 
 venv: $(STAMP)
 
@@ -45,6 +45,13 @@ mypy: $(STAMP)
 ## Benchmarks, reported as ratios to baselines measured in the same run.
 bench: $(STAMP)
 	$(BIN)/python -m pai_grpc.bench
+
+## Two versions served in alternating rounds: make bench-compare BASE=main CANDIDATE=. [BACKEND=postgresql]
+BASE ?= HEAD
+CANDIDATE ?= .
+BACKEND ?= sqlite
+bench-compare: $(STAMP)
+	$(BIN)/python -m pai_grpc.bench.compare $(BASE) $(CANDIDATE) --backend $(BACKEND)
 
 ## Regenerate generated/ from protos/ (never edit generated code by hand).
 protos: $(STAMP)

@@ -18,7 +18,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -61,7 +61,7 @@ async def _wait_serving(address: str, proc: asyncio.subprocess.Process) -> None:
 
 
 @asynccontextmanager
-async def _process(
+async def serving(
     *args: str, env: dict[str, str] | None = None, address: str
 ) -> AsyncIterator[int]:
     """Start ``python ARGS...``, wait until ``address`` answers health checks; yield its pid."""
@@ -86,18 +86,20 @@ CLI = ("-m", "pai_grpc.cli", "--log-level", "WARNING")
 
 
 async def served_database(
-    backend: str, workdir: Path, name: str
+    backend: str, workdir: Path, name: str, extra_env: Mapping[str, str] | None = None
 ) -> tuple[dict[str, str], str | None]:
     """A fresh, migrated database and the environment `pai-grpc` runs on it with.
 
     The config is the served benchmarks' own: the offline model with no pause
     between chunks, and no Send rate limit (it would cap the rate measured).
-    Returns the environment and the PostgreSQL schema to drop afterwards.
+    ``extra_env`` joins the environment, the migration's too (another
+    version's ``PYTHONPATH``, see :mod:`pai_grpc.bench.compare`). Returns the
+    environment and the PostgreSQL schema to drop afterwards.
     """
     url, schema = await bench_database(backend, workdir, name)
     config = workdir / f"{name}-{backend}.toml"
     config.write_text("[limits]\nsends_per_second = 0\n\n[offline]\nchunk_delay = 0\n")
-    env = {**os.environ, "PAI_DATABASE_URL": url, "PAI_CONFIG": str(config)}
+    env = {**os.environ, **(extra_env or {}), "PAI_DATABASE_URL": url, "PAI_CONFIG": str(config)}
     env.pop("ANTHROPIC_API_KEY", None)
     done = await asyncio.create_subprocess_exec(sys.executable, *CLI, "migrate", env=env)
     if await done.wait() != 0:
@@ -106,7 +108,7 @@ async def served_database(
     return env, schema
 
 
-async def _measure(address: str, pid: int, seconds: float) -> dict[str, float]:
+async def measure(address: str, pid: int, seconds: float) -> dict[str, float]:
     """Runs/s and CPU per run (16 clients), first-delta p50 (one client), one long stream.
 
     Runs and first deltas are read twice: sent with Send and then read with
@@ -156,16 +158,16 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
     bare_rounds: list[dict[str, float]] = []
     try:
         address = f"127.0.0.1:{free_port()}"
-        async with _process(*CLI, "serve", "--address", address, env=env, address=address) as pid:
+        async with serving(*CLI, "serve", "--address", address, env=env, address=address) as pid:
             # The bare stream carries as many messages as a run does for the same words.
             extra = int((await load(address, "ttfc", 1, 1))["messages"]) - 1
             bare_address = f"127.0.0.1:{free_port()}"
             port = bare_address.rsplit(":", 1)[1]
             bare_args = ("-m", "pai_grpc.bench._bare", port, str(extra))
-            async with _process(*bare_args, address=bare_address) as bare_pid:
+            async with serving(*bare_args, address=bare_address) as bare_pid:
                 for _ in range(ROUNDS):
-                    served_rounds.append(await _measure(address, pid, SECONDS))
-                    bare_rounds.append(await _measure(bare_address, bare_pid, SECONDS))
+                    served_rounds.append(await measure(address, pid, SECONDS))
+                    bare_rounds.append(await measure(bare_address, bare_pid, SECONDS))
     finally:
         await drop_schema(schema)
     served, bare = _medians(served_rounds), _medians(bare_rounds)

@@ -22,7 +22,7 @@ from pai.v1 import thread_service_pb2 as tpb
 from pai.v1 import thread_service_pb2_grpc as tgrpc
 from pai_grpc.bench._client import one_call, send_and_stream
 from pai_grpc.bench._common import Report, Result, drop_schema, free_port
-from pai_grpc.bench._process import CLI, _process, served_database
+from pai_grpc.bench._process import CLI, served_database, serving
 from pai_grpc.fakes import FakeAnthropic, StreamTurn, reply, text_block
 from pai_grpc.models import ModelCall
 from pai_grpc.models.anthropic import AnthropicModel
@@ -132,7 +132,7 @@ async def _served(workdir: Path, first_token: float) -> tuple[float, float, floa
         address = f"127.0.0.1:{free_port()}"
         try:
             async with (
-                _process(*CLI, "serve", "--address", address, env=env, address=address),
+                serving(*CLI, "serve", "--address", address, env=env, address=address),
                 grpc.aio.insecure_channel(address) as channel,
             ):
                 for _ in range(3):  # warm every path up

@@ -23,7 +23,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 from pai_grpc.bench._common import Report, Result, drop_schema, free_port, load
-from pai_grpc.bench._process import CLI, _process, cpu_seconds, served_database
+from pai_grpc.bench._process import CLI, cpu_seconds, served_database, serving
 
 #: Clients per load generator; two generators run at once.
 CLIENTS = 8
@@ -59,7 +59,7 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
     try:
         for _ in range(ROUNDS):
             address = f"127.0.0.1:{free_port()}"
-            async with _process(
+            async with serving(
                 *CLI, "serve", "--address", address, env=env, address=address
             ) as pid:
                 single.append(await _loaded([address], [pid]))
@@ -67,7 +67,7 @@ async def run(report: Report, backend: str, workdir: Path) -> None:
                 addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
                 pids = [
                     await stack.enter_async_context(
-                        _process(*CLI, "serve", "--no-runner", "--address", a, env=env, address=a)
+                        serving(*CLI, "serve", "--no-runner", "--address", a, env=env, address=a)
                     )
                     for a in addresses
                 ]
