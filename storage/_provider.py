@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TypeVar
 
 from sqlalchemy import Connection, func, select, text
@@ -42,6 +43,7 @@ from storage._records import (
 )
 from storage._retention import MarkerEncoder, RetentionPolicy, RetentionSql, SweepReport
 from storage._rows import MAX_PAGE_SIZE, check_write_set_json
+from storage._schema import metadata
 from storage._sql import Sql
 from storage.errors import StateConflict, VersionConflict
 
@@ -148,6 +150,31 @@ class Store:
         if self.dialect != "postgresql":
             return []
         return await self._engines.read(_upkeep_problems)
+
+    async def analyze_unattended(self) -> list[str]:
+        """Analyze the store's tables whose statistics autovacuum will not renew; their names.
+
+        PostgreSQL only. Without statistics the planner cannot tell a thread's
+        id from its scope: a lookup by both (every read and write of a thread)
+        chose the index of the scope's threads, or of their status, over the
+        primary key, and read every thread of the scope to find one (2,000
+        index entries for a scope of 2,000 threads; one ``ANALYZE`` brings it
+        back to the primary key). Autovacuum analyzes a table once enough of
+        it changed; while it is off, server-wide or for a table, this does
+        what it would: each such table whose rows changed since its last
+        analyze by more than autovacuum's own threshold
+        (``autovacuum_analyze_threshold`` plus ``autovacuum_analyze_scale_factor``
+        of its rows) is analyzed, skipped if another session holds it. It
+        needs ``track_counts`` (the startup warning names it when off).
+        """
+        if self.dialect != "postgresql":
+            return []
+        stale = await self._engines.read(_unattended_tables, heavy=True)
+        for table in stale:
+            await self._engines.read(partial(_analyze, table=table), heavy=True)
+        if stale:
+            log.info("analyzed %s: autovacuum does not (docs/storage.md, Vacuum)", ", ".join(stale))
+        return stale
 
     async def get_thread(self, scope: str, thread_id: str) -> ThreadRecord | None:
         """A thread of ``scope``; ``None`` when absent or in another scope."""
@@ -407,6 +434,7 @@ class Store:
                     if n < limit:
                         break
             report.repaired_queues = await self._repair_queues(rows)
+            report.analyzed = await self.analyze_unattended()
         return report
 
     async def _repair_queues(self, limit: int) -> int:
@@ -523,6 +551,28 @@ def _upkeep_problems(conn: Connection) -> list[str]:
         for name in tables
     ]
     return problems
+
+
+def _analyze(conn: Connection, *, table: str) -> None:
+    """``ANALYZE`` one of the store's tables, unless another session holds it."""
+    # One of the schema's own table names, never input: safe to spell into the SQL.
+    assert table in metadata.tables, table
+    conn.execute(text(f"ANALYZE (SKIP_LOCKED) {table}"))
+
+
+def _unattended_tables(conn: Connection) -> list[str]:
+    """See :meth:`Store.analyze_unattended`: the tables due an analyze autovacuum will not run."""
+    due = text(
+        "SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid"
+        " WHERE s.schemaname = current_schema() AND s.relname = ANY(:tables)"
+        " AND (current_setting('autovacuum') = 'off' OR EXISTS ("
+        " SELECT 1 FROM unnest(c.reloptions) AS o WHERE lower(o) = ANY(:off)))"
+        " AND s.n_mod_since_analyze > current_setting('autovacuum_analyze_threshold')::float8"
+        " + current_setting('autovacuum_analyze_scale_factor')::float8 * greatest(c.reltuples, 0)"
+        " ORDER BY s.relname"
+    )
+    params = {"tables": sorted(metadata.tables), "off": [f"autovacuum_enabled={v}" for v in _OFF]}
+    return [str(name) for name in conn.execute(due, params).scalars()]
 
 
 __all__ = ["MAX_PAGE_SIZE", "DuplicateRequest", "JsonObject", "Store"]

@@ -25,7 +25,7 @@ one sweeper works at a time across processes.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -91,6 +91,8 @@ class SweepReport:
     #: Threads whose stuck queue the pass set moving again (see Store.sweep).
     repaired_queues: int = 0
     batches: int = 0
+    #: Tables the pass analyzed because autovacuum would not (see Store.analyze_unattended).
+    analyzed: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         if not self.ran:
@@ -100,6 +102,7 @@ class SweepReport:
             f"expired {self.expired_keys} idempotency key(s), "
             f"deleted {self.deleted_threads} idle thread(s), "
             f"repaired {self.repaired_queues} stuck queue(s), in {self.batches} batch(es)"
+            + (f"; analyzed {', '.join(self.analyzed)}" if self.analyzed else "")
         )
 
 
