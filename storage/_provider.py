@@ -531,8 +531,13 @@ def _upkeep_problems(conn: Connection) -> list[str]:
     settings: dict[str, str] = {str(name): str(value) for name, value in conn.execute(shown)}
     problems = [
         f"PostgreSQL runs with {name} = off: autovacuum never vacuums or analyzes this "
-        "store's tables, so the dead row versions every run leaves behind pile up and "
-        "plans go by stale statistics; turn it on, or run VACUUM (ANALYZE) on a schedule"
+        "store's tables, so the dead row versions every run leaves behind pile up"
+        + (
+            " (sweeps analyze the tables meanwhile, for the planner's statistics)"
+            if name == "autovacuum"
+            else " and plans go by stale statistics"
+        )
+        + "; turn it on, or run VACUUM (ANALYZE) on a schedule"
         for name in ("autovacuum", "track_counts")
         if settings.get(name) == "off"
     ]
