@@ -381,6 +381,8 @@ class Store:
     async def sweep(self, policy: RetentionPolicy, *, encode_marker: MarkerEncoder) -> SweepReport:
         """One retention pass: compaction, key expiry, idle threads and stuck queues, in batches.
 
+        It ends with :meth:`analyze_unattended` (tables autovacuum leaves alone).
+
         Each batch is one short transaction; the pass runs while it holds
         :meth:`sweep_lock`, and reports ``ran=False`` if another sweeper has it.
         ``encode_marker`` serializes the ``compacted`` event each removed
