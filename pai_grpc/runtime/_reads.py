@@ -31,6 +31,8 @@ from storage import NotFound as StorageNotFound
 
 #: Fallback poll interval when no wake-up arrives (cross-process on SQLite, lost NOTIFY).
 FOLLOW_POLL_SECONDS = 0.5
+#: Events per read of a run's log: a reader behind by more reads page after page.
+LOG_PAGE_EVENTS = 500
 WATCH_POLL_SECONDS = 1.0
 
 
@@ -243,13 +245,21 @@ class Reads:
                         for event in ended.since(cursor):
                             yield event
                         return
-                    for rec in await store.read_events(scope, run_id, after_seq=cursor):
+                    page = await store.read_events(
+                        scope, run_id, after_seq=cursor, limit=LOG_PAGE_EVENTS
+                    )
+                    for rec in page:
                         event = encoded_from_record(rec)
                         yield event
                         cursor = event.seq
                         delivered = True
                         if event.terminal:
                             return
+                    if len(page) == LOG_PAGE_EVENTS:
+                        # A full page: the log holds more already, and nothing will
+                        # announce it (it was committed before the read). Waiting
+                        # here slept the poll interval per page of a backlog.
+                        continue
                 if delivered:
                     if channel is not None:
                         continue

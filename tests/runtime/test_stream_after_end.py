@@ -21,6 +21,7 @@ from pai_grpc._config_retention import RetentionTable
 from pai_grpc.config import ConfigFile
 from pai_grpc.errors import NotFoundError
 from pai_grpc.models import ScriptedModel, text_step
+from pai_grpc.runtime import _reads as reads_module
 from pai_grpc.streams import Broker, EncodedRunEvent
 from pai_grpc.streams._broker import ENDED_EVENTS_RUN_BYTES, ENDED_EVENTS_TOTAL_BYTES
 from pai_grpc.testing import serve_in_process
@@ -214,3 +215,39 @@ async def test_a_long_run_that_just_ended_here_replays_from_memory(
         srv.app.runtime.services.broker.drop_ended_events()
         assert await collect(srv, run_id) == events
         assert reads[0] == 0
+
+
+async def test_a_log_of_many_pages_is_read_back_without_waiting_for_wake_ups(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader behind by more than a page reads the next page at once.
+
+    Nothing announces a commit that happened before a reader's read: a
+    finished run's log (or the backlog of a run executing elsewhere) is all
+    there already. The reader used to wait for a wake-up after every page,
+    so it slept the poll interval (0.5 s) per 500 events: a 4,000-delta
+    answer replayed from the log took 4 s, and the served benchmark's stream
+    of 8,000 deltas ran at 1,300 deltas/s instead of 22,000. Here the poll
+    interval is an hour: only a reader that does not wait gets through.
+    """
+    monkeypatch.setattr(reads_module, "FOLLOW_POLL_SECONDS", 3600.0)
+    answer = " ".join(["w"] * LONG_ANSWER_WORDS)
+    model = ScriptedModel(lambda call: text_step(answer))
+    async with serve_in_process(database_url, model=model) as srv:
+        thread_id = await new_thread(srv)
+        run_id = (await send(srv, thread_id, "go")).run_id
+        assert (await wait_run(srv, run_id)).status == runs_pb2.RUN_STATUS_COMPLETED
+        srv.app.runtime.services.broker.drop_ended_events()
+        reads = count_log_reads(monkeypatch, srv.app.store)
+        events = await collect(srv, run_id, timeout=60)
+        assert len(events) > LONG_ANSWER_WORDS
+        assert events[-1].status.status == runs_pb2.RUN_STATUS_COMPLETED
+        assert [e.seq for e in events] == sorted({e.seq for e in events})
+        # Page after page, each from where the last one ended.
+        assert len(reads) == -(-len(events) // 500)
+        assert reads[1:] == [events[n * 500 - 1].seq for n in range(1, len(reads))]
+        # From the middle too.
+        middle = events[len(events) // 2].seq
+        assert [e.seq for e in await collect(srv, run_id, middle, timeout=60)] == [
+            e.seq for e in events if e.seq > middle
+        ]
