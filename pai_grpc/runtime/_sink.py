@@ -15,8 +15,10 @@ from storage import SEQ_BLOCK, Lease, NewEvent, RunUpdate, WriteSet
 if TYPE_CHECKING:
     from pai_grpc.runtime._services import Services
 
-#: Flush the chunk log when this many events are buffered ...
-FLUSH_EVENTS = 64
+#: Flush the chunk log when this many events are buffered ... (a burst of
+#: 2,000 deltas: 8 commits. At 64 it took 31, and the served stream on
+#: PostgreSQL read 0.95x of one final commit's; at 256, 1.08-1.15x.)
+FLUSH_EVENTS = 256
 #: ... or when the oldest buffered event is this old (seconds).
 FLUSH_INTERVAL = 0.05
 
@@ -67,6 +69,8 @@ class EventSink:
         #: The execution released its lease: nothing more may be published.
         self._sealed = False
         self._flusher: asyncio.Task[None] | None = None
+        #: Whether the flusher sleeps out its delay (it has written nothing yet).
+        self._waiting = False
         self.lock = asyncio.Lock()
         #: An error from a background flush (e.g. LeaseLost); the execution re-raises it.
         self.failure: Exception | None = None
@@ -182,20 +186,44 @@ class EventSink:
             del self._held[:n]
 
     def _schedule_flush(self, delay: float) -> None:
-        if self._flusher is None or self._flusher.done():
+        """Flush after ``delay`` (0: now), or now if the flush scheduled waits out its delay.
+
+        The first event of a batch schedules a flush after the interval; a
+        full batch, or an event above the reservation, must bring that one
+        forward. It used to wait: a burst faster than the interval logged
+        nothing until its step's final commit (2,000 events at once, ~9 ms
+        of inline SQLite work while its live readers stalled), and events
+        above the reservation were held from live readers for the interval.
+        """
+        flusher = self._flusher
+        if flusher is None or flusher.done():
             self._flusher = asyncio.create_task(self._flush_later(delay))
+        elif not delay and self._waiting:
+            # Asleep before writing anything: no write is cut short.
+            flusher.cancel()
+            self._flusher = asyncio.create_task(self._flush_later(0.0))
 
     async def _flush_later(self, delay: float) -> None:
-        if delay:
-            await asyncio.sleep(delay)
-        try:
-            await self.flush()
-            # Events held above the old reservation and emitted meanwhile: flush
-            # again at once so live readers are not kept waiting.
-            while self._held and self._pending and not self._sealed:
+        """Flush after ``delay``; then, while events keep coming, flush again."""
+        while True:
+            if delay:
+                self._waiting = True
+                try:
+                    await asyncio.sleep(delay)
+                finally:
+                    self._waiting = False
+            try:
                 await self.flush()
-        except Exception as e:  # surfaced to the execution through `failure`
-            self.failure = e
+            except Exception as e:  # surfaced to the execution through `failure`
+                self.failure = e
+                return
+            if not self._pending or self._sealed:
+                return
+            # Events emitted while it wrote: at once when a batch is full or live
+            # readers wait for room above the reservation, else after the interval
+            # (nothing else would log them if the stream paused now).
+            full = len(self._pending) >= FLUSH_EVENTS or self._held
+            delay = 0.0 if full else FLUSH_INTERVAL
 
     async def flush(self) -> None:
         """Write buffered events to the chunk log (fenced by the lease), raising the reservation."""
