@@ -558,6 +558,36 @@ def test_a_chunk_event_encodes_as_its_run_event(
     assert convert.chunk_event_to_bytes(seq, time, chunk) == convert.run_event_to_bytes(event)
 
 
+#: The delta arms, with and without provider metadata (the encoder's fast path takes them without).
+delta_chunks = st.one_of(
+    *(
+        CHUNK_ARMS[arm][1].map(lambda c: c.model_copy(update={"provider_metadata": None}))
+        for arm in ("text_delta", "reasoning_delta", "tool_input_delta")
+    ),
+    *(CHUNK_ARMS[arm][1] for arm in ("text_delta", "reasoning_delta", "tool_input_delta")),
+)
+#: UTC instants, and the same instants at another offset (the fast path takes UTC only).
+any_offset_times = st.builds(
+    lambda t, minutes: t.astimezone(timezone(timedelta(minutes=minutes))) if minutes else t,
+    timestamps.filter(
+        lambda t: datetime(2, 1, 1, tzinfo=UTC) < t < datetime(9998, 1, 1, tzinfo=UTC)
+    ),
+    st.sampled_from([0, 0, 330, -480]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(INT64, any_offset_times, delta_chunks)
+def test_a_delta_event_encodes_as_its_run_event(
+    seq: int, time: datetime, chunk: StepStreamChunk
+) -> None:
+    """Deltas are set in place rather than built: byte for byte what the built event encodes."""
+    event = RunEvent(seq=seq, time=time, payload=ChunkEvent(chunk=chunk))
+    body = convert.chunk_event_to_bytes(seq, time, chunk)
+    assert body == convert.run_event_to_bytes(event)
+    assert convert.run_event_from_bytes(body) == event
+
+
 # -------------------------------------------------------- oneof arm coverage
 
 PART_ONEOF = [f.name for f in parts_pb2.MessagePart.DESCRIPTOR.oneofs_by_name["part"].fields]
