@@ -181,13 +181,22 @@ class RunChannel:
             self.size -= size
             self.first_seq = dropped.seq + 1
 
-    def since(self, seq: int) -> Iterator[EncodedRunEvent]:
-        """Kept events with a sequence number above ``seq``."""
-        if not self._events or self._events[-1][0].seq <= seq:
-            return
-        for event, _ in list(self._events):
-            if event.seq > seq:
-                yield event
+    def since(self, seq: int) -> list[EncodedRunEvent]:
+        """Kept events with a sequence number above ``seq``, oldest first.
+
+        Walked from the newest back: a reader that keeps up asks for the last
+        few, delta after delta, while the channel keeps thousands (a long
+        answer not yet durable). Copying all of them per ask made such a
+        reader's work grow with the square of the answer. A list, not a
+        view: publishing goes on while the reader sends these.
+        """
+        newer: list[EncodedRunEvent] = []
+        for event, _ in reversed(self._events):
+            if event.seq <= seq:
+                break
+            newer.append(event)
+        newer.reverse()
+        return newer
 
     def kept(self) -> tuple[EncodedRunEvent, ...]:
         """Every event kept in memory, oldest first."""
