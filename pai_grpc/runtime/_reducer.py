@@ -91,13 +91,28 @@ class StepReducer:
     #: Text of open text/reasoning parts (by index) not yet folded into the part:
     #: copying the part on every delta made a long step's deltas quadratic.
     _pending: dict[int, list[str]] = field(default_factory=dict)
+    #: Input text of streaming tool calls not yet folded into their parts, by call id:
+    #: parsing the input so far on every delta made a long input quadratic.
+    _tool_pending: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def parts(self) -> list[MessagePart]:
         """The step's parts so far, in arrival order (open blocks hold their text so far)."""
         for i in list(self._pending):
             self._fold(i)
+        for call_id in list(self._tool_pending):
+            self._fold_tool(call_id)
         return self._parts
+
+    def _fold_tool(self, call_id: str) -> None:
+        """Fold call ``call_id``'s pending input text into its part (parsed as far as it goes)."""
+        pieces = self._tool_pending.pop(call_id, None)
+        if pieces:
+            text = self._tool_text[call_id] = self._tool_text[call_id] + "".join(pieces)
+            i = self._tool_index[call_id]
+            part = self._parts[i]
+            assert isinstance(part, ToolPart)
+            self._parts[i] = part.model_copy(update={"input": _partial_json(text)})
 
     def _fold(self, i: int) -> None:
         """Fold the pending text of part ``i`` into it."""
@@ -124,6 +139,10 @@ class StepReducer:
 
     def apply(self, chunk: StepStreamChunk) -> None:
         """Fold one chunk into the step."""
+        if self._tool_pending and not isinstance(chunk, ToolInputDeltaChunk):
+            # Whatever comes next sees the inputs as if each delta had been applied.
+            for call_id in list(self._tool_pending):
+                self._fold_tool(call_id)
         match chunk:
             case StartChunk() | FinishChunk():
                 pass
@@ -188,8 +207,7 @@ class StepReducer:
             case ToolInputDeltaChunk():
                 if chunk.id not in self._tool_text:
                     raise StreamProtocolError(f"tool-input-delta for unknown call {chunk.id!r}")
-                self._tool_text[chunk.id] += chunk.delta
-                self._upsert_tool(chunk.id, input=_partial_json(self._tool_text[chunk.id]))
+                self._tool_pending.setdefault(chunk.id, []).append(chunk.delta)
             case ToolInputEndChunk():
                 if chunk.id not in self._tool_text:
                     raise StreamProtocolError(f"tool-input-end for unknown call {chunk.id!r}")
