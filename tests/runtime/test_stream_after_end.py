@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
@@ -24,7 +26,7 @@ from pai_grpc.models import ScriptedModel, text_step
 from pai_grpc.runtime import _reads as reads_module
 from pai_grpc.streams import Broker, EncodedRunEvent
 from pai_grpc.streams._broker import ENDED_EVENTS_RUN_BYTES, ENDED_EVENTS_TOTAL_BYTES
-from pai_grpc.testing import serve_in_process
+from pai_grpc.testing import InProcessServer, serve_in_process
 from tests.runtime.support import (
     collect,
     count_log_reads,
@@ -190,6 +192,18 @@ def test_ending_a_run_costs_the_same_however_many_ended_runs_are_remembered() ->
 LONG_ANSWER_WORDS = 4_000
 
 
+@asynccontextmanager
+async def _long_run_ended(database_url: str) -> AsyncIterator[tuple[InProcessServer, str]]:
+    """A server whose model answers with a long text at once, and the run that answer ended."""
+    answer = " ".join(["w"] * LONG_ANSWER_WORDS)
+    model = ScriptedModel(lambda call: text_step(answer))
+    async with serve_in_process(database_url, model=model) as srv:
+        thread_id = await new_thread(srv)
+        run_id = (await send(srv, thread_id, "go")).run_id
+        assert (await wait_run(srv, run_id)).status == runs_pb2.RUN_STATUS_COMPLETED
+        yield srv, run_id
+
+
 async def test_a_long_run_that_just_ended_here_replays_from_memory(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -200,12 +214,7 @@ async def test_a_long_run_that_just_ended_here_replays_from_memory(
     events only up to 64 KiB: the benchmark's stream of 2,000 deltas read
     all of them back from the log (its StreamRun arrived after the end).
     """
-    answer = " ".join(["w"] * LONG_ANSWER_WORDS)
-    model = ScriptedModel(lambda call: text_step(answer))
-    async with serve_in_process(database_url, model=model) as srv:
-        thread_id = await new_thread(srv)
-        run_id = (await send(srv, thread_id, "go")).run_id
-        assert (await wait_run(srv, run_id)).status == runs_pb2.RUN_STATUS_COMPLETED
+    async with _long_run_ended(database_url) as (srv, run_id):
         reads = count_log_reads(monkeypatch, srv.app.store)
         events = await collect(srv, run_id)
         assert reads == []
@@ -231,12 +240,7 @@ async def test_a_log_of_many_pages_is_read_back_without_waiting_for_wake_ups(
     interval is an hour: only a reader that does not wait gets through.
     """
     monkeypatch.setattr(reads_module, "FOLLOW_POLL_SECONDS", 3600.0)
-    answer = " ".join(["w"] * LONG_ANSWER_WORDS)
-    model = ScriptedModel(lambda call: text_step(answer))
-    async with serve_in_process(database_url, model=model) as srv:
-        thread_id = await new_thread(srv)
-        run_id = (await send(srv, thread_id, "go")).run_id
-        assert (await wait_run(srv, run_id)).status == runs_pb2.RUN_STATUS_COMPLETED
+    async with _long_run_ended(database_url) as (srv, run_id):
         srv.app.runtime.services.broker.drop_ended_events()
         reads = count_log_reads(monkeypatch, srv.app.store)
         events = await collect(srv, run_id, timeout=60)
