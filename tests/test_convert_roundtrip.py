@@ -586,6 +586,23 @@ def test_a_delta_event_encodes_as_its_run_event(
     body = convert.chunk_event_to_bytes(seq, time, chunk)
     assert body == convert.run_event_to_bytes(event)
     assert convert.run_event_from_bytes(body) == event
+    # The chunk alone too (what a transforming plugin is sent and sends back).
+    proto = convert.chunk_to_proto(chunk)
+    assert convert.chunk_from_proto(proto) == chunk
+    if chunk.provider_metadata is None:  # type: ignore[union-attr]
+        arm, cls, text = _DELTA_PROTOS[type(chunk)]
+        built = chunks_pb2.StepStreamChunk(
+            **{arm: cls(id=chunk.id, **{text: getattr(chunk, text)})}  # type: ignore[union-attr]
+        )
+        assert proto.SerializeToString() == built.SerializeToString()
+
+
+#: Delta classes -> their arm, proto class and text field, spelled out as a reference.
+_DELTA_PROTOS: dict[type, tuple[str, Any, str]] = {
+    TextDeltaChunk: ("text_delta", chunks_pb2.TextDeltaChunk, "text"),
+    ReasoningDeltaChunk: ("reasoning_delta", chunks_pb2.ReasoningDeltaChunk, "text"),
+    ToolInputDeltaChunk: ("tool_input_delta", chunks_pb2.ToolInputDeltaChunk, "delta"),
+}
 
 
 # -------------------------------------------------------- oneof arm coverage
