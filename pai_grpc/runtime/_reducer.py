@@ -100,9 +100,13 @@ class StepReducer:
         """The step's parts so far, in arrival order (open blocks hold their text so far)."""
         for i in list(self._pending):
             self._fold(i)
+        self._fold_tools()
+        return self._parts
+
+    def _fold_tools(self) -> None:
+        """Fold every streaming tool call's pending input text into its part."""
         for call_id in list(self._tool_pending):
             self._fold_tool(call_id)
-        return self._parts
 
     def _fold_tool(self, call_id: str) -> None:
         """Fold call ``call_id``'s pending input text into its part (parsed as far as it goes)."""
@@ -141,8 +145,7 @@ class StepReducer:
         """Fold one chunk into the step."""
         if self._tool_pending and not isinstance(chunk, ToolInputDeltaChunk):
             # Whatever comes next sees the inputs as if each delta had been applied.
-            for call_id in list(self._tool_pending):
-                self._fold_tool(call_id)
+            self._fold_tools()
         match chunk:
             case StartChunk() | FinishChunk():
                 pass
