@@ -24,6 +24,9 @@ from pai_grpc.server import App
 from pai_grpc.telemetry import Telemetry
 from storage import Store, upgrade
 
+#: The channel option that gives a channel subchannels of its own.
+LOCAL_SUBCHANNELS = ("grpc.use_local_subchannel_pool", 1)
+
 
 @dataclass
 class InProcessServer:
@@ -61,9 +64,10 @@ async def serve_in_process(
     embedded_runner: bool = True,
     client_tls: ClientTls | None = None,
     telemetry: Telemetry | None = None,
+    address: str = "127.0.0.1:0",
     **settings: Any,
 ) -> AsyncIterator[InProcessServer]:
-    """Migrate, start an app on ``127.0.0.1:0``, and yield it with client stubs.
+    """Migrate, start an app on ``address`` (a free loopback port), and yield it with client stubs.
 
     ``settings`` are :class:`~pai_grpc.config.Settings` fields (``tls=ServerTls(...)``
     serves TLS); ``client_tls`` secures the stubs' channel. ``telemetry`` is the
@@ -77,7 +81,7 @@ async def serve_in_process(
     store = await migrated_store(database_url)
     app = App(
         Settings(
-            address="127.0.0.1:0",
+            address=address,
             database_url=database_url,
             embedded_runner=embedded_runner,
             **settings,
@@ -87,7 +91,11 @@ async def serve_in_process(
         telemetry=telemetry,
     )
     await app.start()
-    api = channel(f"127.0.0.1:{app.port}", client_tls)
+    # Its own subchannels: grpc shares them between a process's channels to the
+    # same target, and a channel left open to a server that stopped keeps its
+    # subchannel backing off. A server that then got the same port was
+    # refused to these stubs until the backoff ended (seen in CI).
+    api = channel(f"127.0.0.1:{app.port}", client_tls, options=[LOCAL_SUBCHANNELS])
     try:
         yield InProcessServer(
             app=app,
