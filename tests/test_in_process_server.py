@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import socket
-
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from pai_grpc._wire import channel
 from pai_grpc.testing import serve_in_process
+from tests.processes import free_port
 from tests.runtime.support import new_thread
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_a_server_on_a_port_a_stopped_one_had_is_not_refused(sqlite_url: str) -> None:
@@ -26,7 +19,7 @@ async def test_a_server_on_a_port_a_stopped_one_had_is_not_refused(sqlite_url: s
     then refused to its own stubs until the backoff ended: a test in CI failed
     with UNAVAILABLE "Connection refused" on its first call.
     """
-    port = _free_port()
+    port = free_port()
     left_open = channel(f"127.0.0.1:{port}")
     try:
         with pytest.raises(grpc.aio.AioRpcError) as refused:
