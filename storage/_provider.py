@@ -78,7 +78,7 @@ class Store:
         self.log_rewrite_listeners: list[Callable[[], None]] = []
 
     @classmethod
-    def open(cls, url: str, *, pool_size: int = 10, schema: str | None = None) -> Store:
+    def open(cls, url: str, *, pool_size: int = 20, schema: str | None = None) -> Store:
         """Create a provider for ``url`` (no I/O happens until first use)."""
         return cls(create_engines(url, pool_size=pool_size, schema=schema))
 

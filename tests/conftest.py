@@ -98,7 +98,7 @@ async def open_store(backend: str, tmp_path: Path, *, migrate: bool = True) -> A
             await provider.close()
         return
     async with private_schema() as schema:
-        provider = Store.open(POSTGRES_URL, schema=schema, pool_size=30)
+        provider = Store.open(POSTGRES_URL, schema=schema, pool_size=60)
         try:
             if migrate:
                 await upgrade(provider)

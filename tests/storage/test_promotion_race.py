@@ -76,7 +76,7 @@ class _Holder:
 async def _contended() -> AsyncIterator[tuple[Store, _Holder]]:
     """A migrated PostgreSQL store, and a holder on the same schema."""
     async with private_schema() as schema:
-        store = Store.open(POSTGRES_URL, schema=schema, pool_size=5)
+        store = Store.open(POSTGRES_URL, schema=schema, pool_size=10)
         conn = await asyncpg.connect(
             _asyncpg_dsn(POSTGRES_URL), server_settings={"search_path": schema}
         )
