@@ -341,12 +341,15 @@ class PendingActionPatch:
     resolution: JsonValue = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class NewEvent:
     """A run event-log entry (chunk-log batch member).
 
     Storage never looks inside ``body``: the writer serialized the whole event
-    (its seq and time included), and readers get the same bytes back.
+    (its seq and time included), and readers get the same bytes back. Not
+    frozen, though nothing changes one: a step makes one per delta, and a
+    frozen dataclass sets each field through ``object.__setattr__`` (1.05 us
+    against 0.26 to make one).
     """
 
     run_id: str

@@ -174,6 +174,13 @@ def without_nul(chunk: StepStreamChunk) -> StepStreamChunk:
     if fields is None:
         # Asked of the class on every chunk, pydantic's model_fields cost more than the scan.
         fields = _FIELDS[type(chunk)] = tuple(type(chunk).model_fields)
+    # Nearly every chunk is clean: find that without building the update (0.5 us, not 0.85).
+    for name in fields:
+        value = getattr(chunk, name)
+        if isinstance(value, str) and "\x00" in value:
+            break
+    else:
+        return chunk
     update = {
         name: value.replace("\x00", "\ufffd")
         for name in fields
@@ -188,6 +195,7 @@ _FIELDS: dict[type, tuple[str, ...]] = {}
 
 #: Every arm of the canonical chunk union (``StepStreamChunk`` is an annotated union).
 _CHUNK_CLASSES: tuple[type, ...] = get_args(get_args(StepStreamChunk)[0])
+_CHUNK_CLASS_SET = frozenset(_CHUNK_CLASSES)
 
 
 def check_chunk(chunk: Any) -> None:
@@ -197,7 +205,11 @@ def check_chunk(chunk: Any) -> None:
     event carrying it needs no validation of its own.
     """
     kind = getattr(chunk, "type", None)
-    if not isinstance(chunk, _CHUNK_CLASSES) or not isinstance(kind, str):
+    # The exact class first: isinstance against the union's 24 classes asks
+    # pydantic's ABC metaclass of each one before the chunk's own.
+    if (
+        type(chunk) not in _CHUNK_CLASS_SET and not isinstance(chunk, _CHUNK_CLASSES)
+    ) or not isinstance(kind, str):
         raise InvalidDecision(
             "transform_step_stream", "transform_step_stream", f"not a step chunk: {chunk!r}"
         )

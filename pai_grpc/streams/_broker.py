@@ -64,12 +64,13 @@ class EndedRun:
         return (event for event in self.events if event.seq > cursor)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EncodedRunEvent:
     """One run event as readers receive it: a serialized ``pai.v1.RunEvent``.
 
     The body carries the seq and time too; it is the very bytes the chunk
-    log stores, so every reader of the event shares one encoding.
+    log stores, so every reader of the event shares one encoding. Not frozen,
+    though nothing changes one (see :class:`storage.NewEvent`: one per delta).
     """
 
     seq: int
