@@ -90,10 +90,11 @@ def _run_process(ns: argparse.Namespace, *, runner_only: bool) -> int:
 
     from pai_grpc._agents_setup import load_agents
     from pai_grpc._exposure import check_exposure
-    from pai_grpc.server import App, RunnerProcess
+    from pai_grpc.server import App, RunnerProcess, cap_malloc_arenas
     from pai_grpc.telemetry import Telemetry, start_metrics, tracer_provider_from_settings
     from storage import SchemaMismatch, Unavailable
 
+    cap_malloc_arenas()  # before any thread starts (the metrics server's is the first)
     settings = _settings(ns)
     if not runner_only:
         settings.tls = _server_tls(ns, settings)
