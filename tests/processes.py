@@ -8,6 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grpc
+
+from pai.v1 import parts_pb2, run_service_pb2, run_service_pb2_grpc
+from pai.v1 import thread_service_pb2 as tpb
+from pai.v1 import thread_service_pb2_grpc as tgrpc
+
 #: How tests start the command-line entry point (the installed script's module).
 EXE = [sys.executable, "-m", "pai_grpc.cli"]
 
@@ -17,6 +23,22 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def one_run(address: str) -> int:
+    """Send "hi" to a new thread of the server at ``address`` and stream the run to its end.
+
+    Returns the status of the run's last event (a ``pai.v1.RunStatus``).
+    """
+    with grpc.insecure_channel(address) as channel:
+        grpc.channel_ready_future(channel).result(timeout=60)
+        threads = tgrpc.ThreadServiceStub(channel)
+        runs = run_service_pb2_grpc.RunServiceStub(channel)
+        thread = threads.CreateThread(tpb.CreateThreadRequest(), wait_for_ready=True).thread
+        part = parts_pb2.MessagePart(text=parts_pb2.TextPart(text="hi"))
+        run = threads.Send(tpb.SendRequest(thread_id=thread.id, parts=[part])).run
+        events = list(runs.StreamRun(run_service_pb2.StreamRunRequest(run_id=run.run_id)))
+        return int(events[-1].event.status.status)
 
 
 class Processes:

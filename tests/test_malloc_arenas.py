@@ -17,13 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import grpc
 import pytest
 
-from pai.v1 import parts_pb2, run_service_pb2, run_service_pb2_grpc
-from pai.v1 import thread_service_pb2 as tpb
-from pai.v1 import thread_service_pb2_grpc as tgrpc
-from tests.processes import free_port
+from tests.processes import free_port, one_run
 
 #: Serves until SIGTERM, then counts the arenas it allocated from.
 SERVE_AND_COUNT = """
@@ -46,19 +42,6 @@ print(json.dumps({"code": code, "arenas": arenas}))
 """
 
 
-def _one_run(address: str) -> int:
-    """Send and stream one run to its end: every serving thread has done its part."""
-    with grpc.insecure_channel(address) as channel:
-        grpc.channel_ready_future(channel).result(timeout=60)
-        threads = tgrpc.ThreadServiceStub(channel)
-        runs = run_service_pb2_grpc.RunServiceStub(channel)
-        thread = threads.CreateThread(tpb.CreateThreadRequest(), wait_for_ready=True).thread
-        part = parts_pb2.MessagePart(text=parts_pb2.TextPart(text="hi"))
-        run = threads.Send(tpb.SendRequest(thread_id=thread.id, parts=[part])).run
-        events = list(runs.StreamRun(run_service_pb2.StreamRunRequest(run_id=run.run_id)))
-        return int(events[-1].event.status.status)
-
-
 def _serve_and_count(tmp_path: Path, **env_overrides: str) -> int:
     """The arenas of a `pai-grpc serve` process that served one run."""
     env = dict(os.environ)
@@ -79,7 +62,7 @@ def _serve_and_count(tmp_path: Path, **env_overrides: str) -> int:
         text=True,
     )
     try:
-        assert _one_run(address) == 4  # RUN_STATUS_COMPLETED
+        assert one_run(address) == 4  # RUN_STATUS_COMPLETED: every serving thread did its part
     finally:
         server.send_signal(signal.SIGTERM)
         out, err = server.communicate(timeout=60)

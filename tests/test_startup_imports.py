@@ -30,26 +30,15 @@ LAZY = (
 
 SERVE_ONE_RUN = """
 import json, os, signal, sys, threading
-import grpc
-from pai.v1 import parts_pb2, run_service_pb2, run_service_pb2_grpc
-from pai.v1 import thread_service_pb2 as tpb
-from pai.v1 import thread_service_pb2_grpc as tgrpc
 from pai_grpc import cli
+from tests.processes import one_run
 
 address, lazy = sys.argv[1], sys.argv[2].split(",")
 outcome = {}
 
 def client():
     try:
-        channel = grpc.insecure_channel(address)
-        grpc.channel_ready_future(channel).result(timeout=30)
-        threads = tgrpc.ThreadServiceStub(channel)
-        runs = run_service_pb2_grpc.RunServiceStub(channel)
-        thread = threads.CreateThread(tpb.CreateThreadRequest(), wait_for_ready=True).thread
-        part = parts_pb2.MessagePart(text=parts_pb2.TextPart(text="hi"))
-        run = threads.Send(tpb.SendRequest(thread_id=thread.id, parts=[part])).run
-        events = list(runs.StreamRun(run_service_pb2.StreamRunRequest(run_id=run.run_id)))
-        outcome["last"] = events[-1].event.status.status
+        outcome["last"] = one_run(address)
     finally:
         os.kill(os.getpid(), signal.SIGTERM)
 
@@ -73,6 +62,7 @@ def test_a_plain_serve_never_loads_tls_schemas_http_or_the_telemetry_sdk(tmp_pat
     done = subprocess.run(
         [sys.executable, "-c", SERVE_ONE_RUN, f"127.0.0.1:{free_port()}", ",".join(LAZY)],
         env=env,
+        cwd=Path(__file__).resolve().parents[1],  # the client comes from tests.processes
         capture_output=True,
         text=True,
         timeout=120,
